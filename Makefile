@@ -1,0 +1,46 @@
+# topiclake: `make run` serves the gateway, `make test` runs the tests. Both install what they need.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+JARS_STAMP := $(VENV)/.jars-stamp
+PYTEST_ARGS ?=
+
+.PHONY: install run test lint format bench bench-smoke clean
+
+install: $(STAMP) $(JARS_STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[spark,dev]'
+	touch $@
+
+# Delta's Spark jars: resolved once from Maven Central into ~/.cache/topiclake/jars, offline afterwards.
+$(JARS_STAMP): $(STAMP)
+	$(PY) -m topiclake.jobs.jars resolve
+	touch $@
+
+run: install
+	$(VENV)/bin/topiclake serve
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy
+
+format: install
+	$(VENV)/bin/ruff check --fix src tests bench
+	$(VENV)/bin/ruff format src tests bench
+
+bench: install
+	$(PY) bench/core_commit.py
+
+bench-smoke: install
+	$(PY) bench/core_commit.py --smoke
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache data spark-warehouse

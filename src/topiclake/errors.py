@@ -1,0 +1,168 @@
+"""The one error hierarchy of topiclake.
+
+Every error has a stable ``code`` (used by the HTTP layer and the CLI) and a ``retriable`` flag that tells a
+client whether sending the same request again may succeed. Errors carry the data that explains them.
+Foreign errors (deltalake, pyarrow, OSError) are translated once, where they are raised, with
+``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TopiclakeError(Exception):
+    """Base of every error topiclake raises on purpose.
+
+    Attributes:
+        code: Stable machine-readable name of the error.
+        retriable: Whether the same request may succeed if sent again.
+        details: Data that explains the error (topic, partition, offset, ...).
+    """
+
+    code = "topiclake_error"
+    retriable = False
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = {k: v for k, v in details.items() if v is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the error as a JSON-ready dict: code, message, retriable and details."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "retriable": self.retriable,
+            **({"details": self.details} if self.details else {}),
+        }
+
+
+class InvalidRequest(TopiclakeError):
+    """The request is malformed or asks for something that cannot be."""
+
+    code = "invalid_request"
+
+
+class InvalidTopicName(InvalidRequest):
+    """A topic name breaks Kafka's rules (``[a-zA-Z0-9._-]``, 1-249 characters, not ``.`` or ``..``)."""
+
+    code = "invalid_topic_name"
+
+
+class InvalidConfig(InvalidRequest):
+    """A topic config is unknown or has a bad value."""
+
+    code = "invalid_config"
+
+
+class InvalidPartitions(InvalidRequest):
+    """A partition count is not allowed (below 1, or a decrease)."""
+
+    code = "invalid_partitions"
+
+
+class InvalidRecord(InvalidRequest):
+    """A record cannot be appended as it is (bad key, value, header or timestamp)."""
+
+    code = "invalid_record"
+
+
+class RecordTooLarge(InvalidRecord):
+    """A record is larger than the topic's ``max.message.bytes``."""
+
+    code = "record_too_large"
+
+
+class TopicNotFound(TopiclakeError):
+    """The topic does not exist."""
+
+    code = "topic_not_found"
+
+
+class TopicExists(TopiclakeError):
+    """A topic of that name exists already."""
+
+    code = "topic_exists"
+
+
+class PartitionNotFound(TopiclakeError):
+    """The topic has no such partition."""
+
+    code = "partition_not_found"
+
+
+class OffsetOutOfRange(TopiclakeError):
+    """The offset is below the log start offset or beyond the end of the partition."""
+
+    code = "offset_out_of_range"
+
+
+class NotLeader(TopiclakeError):
+    """This broker does not (or no longer) lead the partition; refresh metadata and retry there."""
+
+    code = "not_leader"
+    retriable = True
+
+
+class CommitConflict(TopiclakeError):
+    """A Delta commit lost against a concurrent one and could not be retried."""
+
+    code = "commit_conflict"
+    retriable = True
+
+
+class StorageError(TopiclakeError):
+    """The warehouse could not be read or written."""
+
+    code = "storage_error"
+    retriable = True
+
+
+class Throttled(TopiclakeError):
+    """The broker's buffers are full; retry after ``retry_after_ms``."""
+
+    code = "throttled"
+    retriable = True
+
+    def __init__(self, message: str, retry_after_ms: int = 100, **details: Any) -> None:
+        super().__init__(message, retry_after_ms=retry_after_ms, **details)
+        self.retry_after_ms = retry_after_ms
+
+
+class RequestTimedOut(TopiclakeError):
+    """The request did not complete in time; its outcome is unknown, retry with the same sequence."""
+
+    code = "request_timed_out"
+    retriable = True
+
+
+class OutOfOrderSequence(TopiclakeError):
+    """An idempotent producer's sequence number skips ahead of what the partition expects."""
+
+    code = "out_of_order_sequence"
+
+
+class InvalidProducerEpoch(TopiclakeError):
+    """An idempotent producer's epoch is older than the partition has seen: this producer was fenced."""
+
+    code = "invalid_producer_epoch"
+
+
+class Unauthorized(TopiclakeError):
+    """No valid credentials were presented."""
+
+    code = "unauthorized"
+
+
+class Forbidden(TopiclakeError):
+    """The principal may not perform this operation on this resource."""
+
+    code = "forbidden"
+
+
+class BrokerClosed(TopiclakeError):
+    """The broker is shutting down or closed."""
+
+    code = "broker_closed"
+    retriable = True

@@ -1,0 +1,377 @@
+"""A broker: the topic catalog plus the logs of the partitions it leads, behind one typed API.
+
+This is what the HTTP gateway, the CLI and the tests talk to. It holds no HTTP and no Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from topiclake.errors import (
+    BrokerClosed,
+    InvalidRecord,
+    PartitionNotFound,
+    RecordTooLarge,
+    RequestTimedOut,
+    TopiclakeError,
+)
+from topiclake.platform.budget import MemoryBudget
+from topiclake.platform.catalog import TopicCatalog, TopicInfo
+from topiclake.platform.config import BrokerConfig
+from topiclake.platform.partitioner import Partitioner
+from topiclake.platform.records import (
+    INPUT_SCHEMA,
+    FetchResult,
+    ProducerInfo,
+    Record,
+    RecordResult,
+    normalize_acks,
+    records_to_arrow,
+)
+from topiclake.platform.storage import Storage
+from topiclake.platform.topic_log import AppendHandle, TopicLog
+
+logger = logging.getLogger(__name__)
+
+OffsetSpec = Literal["earliest", "latest"] | int
+
+
+class Broker:
+    """One broker over a warehouse: topics admin, produce, fetch, list offsets.
+
+    Args:
+        storage: The warehouse.
+        config: Broker tuning; defaults if omitted.
+    """
+
+    def __init__(self, storage: Storage, config: BrokerConfig | None = None) -> None:
+        self.storage = storage
+        self.config = config or BrokerConfig()
+        self.catalog = TopicCatalog(storage)
+        self.budget = MemoryBudget(self.config.buffer_max_bytes)
+        self.partitioner = Partitioner()
+        self._logs: dict[str, TopicLog] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        logger.info("broker %d serving warehouse %s", self.config.broker_id, storage.root)
+
+    # ------------------------------------------------------------------ admin
+
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: Mapping[str, str | int] | None = None
+    ) -> TopicInfo:
+        """Create a topic and its table."""
+        info = self.catalog.create(name, partitions, configs)
+        self.log(name)
+        logger.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def describe_topic(self, name: str) -> TopicInfo:
+        """The topic's catalog state (raises TopicNotFound)."""
+        return self.catalog.get(name)
+
+    def list_topics(self) -> list[TopicInfo]:
+        """All topics, by name."""
+        return self.catalog.list()
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Delete a topic: its catalog entry and then its table's data."""
+        info = self.catalog.delete(name)
+        with self._lock:
+            log = self._logs.pop(name, None)
+        if log is not None:
+            log.close()
+        self.storage.delete_tree(self.storage.topic_uri(name))
+        logger.info("deleted topic %s", name)
+        return info
+
+    def alter_topic_configs(
+        self, name: str, set: Mapping[str, str | int] | None = None, delete: Iterable[str] = ()
+    ) -> TopicInfo:
+        """Change topic configs (``delete`` resets to defaults)."""
+        info = self.catalog.alter_configs(name, set, delete)
+        self._adopt(info)
+        return info
+
+    def increase_partitions(self, name: str, partitions: int) -> TopicInfo:
+        """Grow a topic to ``partitions`` partitions (never shrink)."""
+        info = self.catalog.increase_partitions(name, partitions)
+        self._adopt(info)
+        return info
+
+    def _adopt(self, info: TopicInfo) -> None:
+        with self._lock:
+            log = self._logs.get(info.name)
+        if log is not None:
+            log.ensure_partitions(info)
+
+    def log(self, name: str) -> TopicLog:
+        """The open log of a topic, opened (and its state recovered from the table) on first use."""
+        with self._lock:
+            if self._closed:
+                raise BrokerClosed("broker is closed")
+            log = self._logs.get(name)
+            if log is not None:
+                return log
+        info = self.catalog.get(name)
+        with self._lock:
+            log = self._logs.get(name)
+            if log is None:
+                log = TopicLog(self.storage, info, self.config, self.budget)
+                self._logs[name] = log
+        return log
+
+    # ------------------------------------------------------------------ produce
+
+    def init_producer(self) -> ProducerInfo:
+        """A new idempotent producer id (random 62-bit), epoch 0, first sequence 0."""
+        return ProducerInfo(producer_id=random.getrandbits(62), epoch=0, base_sequence=0)
+
+    def produce(
+        self,
+        topic: str,
+        records: Sequence[Record],
+        *,
+        partition: int | None = None,
+        acks: str | int = "all",
+        producer: ProducerInfo | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[RecordResult]:
+        """Append records; one result per record, in order.
+
+        A record goes to ``partition`` if given, else its own ``partition``, else Kafka's partition for its
+        key, else round-robin. With ``acks="all"`` this returns after the Delta commit that holds the
+        records; with ``"1"`` after offsets are assigned; with ``"0"`` at once, without offsets.
+
+        Per-record problems (too large, unknown partition) are returned as that record's error; the others
+        are still written. With ``producer`` (idempotent) the request is all or nothing.
+
+        Raises:
+            TopicNotFound, Throttled, OutOfOrderSequence, InvalidProducerEpoch, InvalidRecord: nothing
+                was written.
+        """
+        ack = normalize_acks(acks)
+        log = self.log(topic)
+        info = log.info
+        n_parts = info.partitions
+        if partition is not None and not 0 <= partition < n_parts:
+            raise PartitionNotFound(
+                f"topic {topic} has no partition {partition} (it has {n_parts})",
+                topic=topic,
+                partition=partition,
+            )
+        limit = info.config.max_message_bytes
+        results: list[RecordResult | None] = [None] * len(records)
+        ok: list[int] = []
+        for i, r in enumerate(records):
+            error = self._check_record(topic, r, limit, n_parts)
+            if error is not None:
+                results[i] = RecordResult(
+                    r.partition if r.partition is not None else partition, None, None, error
+                )
+            else:
+                ok.append(i)
+        if producer is not None and len(ok) != len(records):
+            first = next(res.error for res in results if res is not None and res.error is not None)
+            assert first is not None
+            raise first
+        if not ok:
+            return [r for r in results if r is not None]
+        chosen = [records[i] for i in ok]
+        targets = self._targets(chosen, partition, n_parts)
+        table = records_to_arrow(chosen)
+        if producer is not None:
+            seqs = pa.array(range(producer.base_sequence, producer.base_sequence + len(chosen)), pa.int32())
+            table = table.append_column("sequence", seqs)
+        batches, positions = _group(table, targets)
+        handle = log.append(batches, ack, producer)
+        if ack == "all":
+            timeout = (timeout_ms or self.config.request_timeout_ms) / 1000
+            try:
+                handle.wait(timeout)
+            except FutureTimeout as exc:
+                raise RequestTimedOut(
+                    f"commit to {topic} did not finish within {timeout:.1f} s; retry with the same "
+                    "producer sequence to be safe",
+                    topic=topic,
+                ) from exc
+        for j, (res_index, pos) in enumerate(zip(ok, positions, strict=True)):
+            results[res_index] = _result(handle, pos, j, producer, ack, chosen[j], info, targets[j])
+        return [r for r in results if r is not None]
+
+    def produce_arrow(
+        self,
+        topic: str,
+        partition: int,
+        table: pa.Table,
+        *,
+        acks: str | int = "all",
+        producer: ProducerInfo | None = None,
+        timeout_ms: int | None = None,
+    ) -> tuple[int, int, int | None]:
+        """Columnar append of a whole batch to one partition: (partition, count, base offset).
+
+        ``table`` has some of the columns ``key``, ``value`` (binary), ``headers``, ``timestamp_ms`` (int64).
+        No per-record Python work is done. The base offset is None for ``acks=0``.
+        """
+        ack = normalize_acks(acks)
+        log = self.log(topic)
+        data = _conform(table)
+        limit = log.info.config.max_message_bytes
+        sizes = pc.add(
+            pc.fill_null(pc.binary_length(data["key"]), 0), pc.fill_null(pc.binary_length(data["value"]), 0)
+        )
+        if data.num_rows and pc.max(sizes).as_py() > limit:
+            raise RecordTooLarge(
+                f"a record is larger than max.message.bytes={limit} of topic {topic}", topic=topic
+            )
+        if producer is not None:
+            seqs = pa.array(range(producer.base_sequence, producer.base_sequence + data.num_rows), pa.int32())
+            data = data.append_column("sequence", seqs)
+        handle = log.append([(partition, data)], ack, producer)
+        if ack == "0":
+            return partition, data.num_rows, None
+        if ack == "all":
+            handle.wait((timeout_ms or self.config.request_timeout_ms) / 1000)
+        if handle.by_sequence is not None:
+            first = handle.by_sequence.get(producer.base_sequence) if producer else None
+            return partition, data.num_rows, first[1] if first else None
+        part, base, _count = handle.parts[0]
+        return part, data.num_rows, base
+
+    def _check_record(self, topic: str, r: Record, limit: int, n_parts: int) -> TopiclakeError | None:
+        if r.partition is not None and not 0 <= r.partition < n_parts:
+            return PartitionNotFound(
+                f"topic {topic} has no partition {r.partition} (it has {n_parts})",
+                topic=topic,
+                partition=r.partition,
+            )
+        if r.timestamp_ms is not None and r.timestamp_ms < 0:
+            return InvalidRecord(f"timestamp {r.timestamp_ms} is negative", topic=topic)
+        size = r.size()
+        if size > limit:
+            return RecordTooLarge(
+                f"record of {size} bytes is larger than max.message.bytes={limit} of topic {topic}",
+                topic=topic,
+                size=size,
+            )
+        return None
+
+    def _targets(self, records: Sequence[Record], partition: int | None, n_parts: int) -> list[int]:
+        if partition is not None:
+            return [partition] * len(records)
+        targets = self.partitioner.assign([r.key for r in records], n_parts)
+        return [r.partition if r.partition is not None else t for r, t in zip(records, targets, strict=True)]
+
+    # ------------------------------------------------------------------ read
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_records: int = 500,
+        max_bytes: int = 1024 * 1024,
+        wait_ms: float = 0,
+    ) -> FetchResult:
+        """Committed records of one partition from ``offset`` on (see :meth:`TopicLog.fetch`)."""
+        if max_records < 1 or max_bytes < 1:
+            raise InvalidRecord("max_records and max_bytes must be at least 1")
+        return self.log(topic).fetch(partition, offset, max_records, max_bytes, wait_ms)
+
+    def list_offsets(self, topic: str, partition: int, spec: OffsetSpec) -> int | None:
+        """``earliest`` (log start), ``latest`` (end), or the first offset at or after a timestamp (ms).
+
+        For a timestamp after the last record, returns None (Kafka answers -1).
+        """
+        log = self.log(topic)
+        if spec == "earliest":
+            return log.log_start_offset(partition)
+        if spec == "latest":
+            return log.high_watermark(partition)
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            if spec == -2:
+                return log.log_start_offset(partition)
+            if spec == -1:
+                return log.high_watermark(partition)
+            if spec < 0:
+                raise InvalidRecord(f"timestamp {spec} is negative", topic=topic, partition=partition)
+            return log.offset_for_timestamp(partition, spec)
+        raise InvalidRecord(f"offset spec must be earliest, latest or a timestamp in ms, not {spec!r}")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Commit what is pending and close every topic log."""
+        with self._lock:
+            self._closed = True
+            logs = list(self._logs.values())
+            self._logs.clear()
+        for log in logs:
+            log.close()
+        logger.info("broker %d closed", self.config.broker_id)
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _conform(table: pa.Table) -> pa.Table:
+    n = table.num_rows
+    cols = []
+    for field in INPUT_SCHEMA:
+        if field.name in table.column_names:
+            cols.append(table[field.name].cast(field.type))
+        else:
+            cols.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(cols, schema=INPUT_SCHEMA)
+
+
+def _group(table: pa.Table, targets: list[int]) -> tuple[list[tuple[int, pa.Table]], list[tuple[int, int]]]:
+    """Split the input rows by partition, keeping order; return batches and each row's (batch, index)."""
+    order: dict[int, list[int]] = {}
+    positions: list[tuple[int, int]] = []
+    batch_of: dict[int, int] = {}
+    for row, p in enumerate(targets):
+        rows = order.get(p)
+        if rows is None:
+            rows = order[p] = []
+            batch_of[p] = len(batch_of)
+        positions.append((batch_of[p], len(rows)))
+        rows.append(row)
+    if len(order) == 1:
+        (p,) = order
+        return [(p, table)], positions
+    return [(p, table.take(pa.array(rows))) for p, rows in order.items()], positions
+
+
+def _result(
+    handle: AppendHandle,
+    pos: tuple[int, int],
+    j: int,
+    producer: ProducerInfo | None,
+    ack: str,
+    record: Record,
+    info: TopicInfo,
+    target: int,
+) -> RecordResult:
+    if ack == "0":
+        return RecordResult(target, None, None)
+    if handle.by_sequence is not None and producer is not None:
+        found = handle.by_sequence.get(producer.base_sequence + j)
+        if found is None:
+            return RecordResult(target, None, None, RequestTimedOut("original of this retry is gone"))
+        return RecordResult(found[0], found[1], None)
+    partition, base, _count = handle.parts[pos[0]]
+    log_append = info.config.message_timestamp_type == "LogAppendTime"
+    return RecordResult(partition, base + pos[1], None if log_append else record.timestamp_ms)

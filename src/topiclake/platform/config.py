@@ -1,0 +1,45 @@
+"""Typed settings of a broker's core (no environment variables here: the edge fills these in)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class BrokerConfig(BaseModel):
+    """Tuning of one broker's partition logs.
+
+    Kafka's names where they exist (``linger.ms`` -> ``linger_ms``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    broker_id: int = Field(0, ge=0, description="This broker's id in metadata.")
+    linger_ms: float = Field(
+        2.0, ge=0, description="How long a flush waits for more records before it commits."
+    )
+    batch_max_records: int = Field(
+        200_000, ge=1, description="A flush commits at once when this many records are pending."
+    )
+    batch_max_bytes: int = Field(
+        32 * 1024 * 1024, ge=1, description="A flush commits at once when this many bytes are pending."
+    )
+    buffer_max_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1024,
+        description="Bytes accepted but not yet committed, over all topics; beyond it producers are "
+        "throttled (told to retry), never dropped.",
+    )
+    tail_cache_bytes: int = Field(
+        8 * 1024 * 1024, ge=0, description="Recent committed bytes kept in memory per partition for fetches."
+    )
+    commit_attempts: int = Field(
+        20, ge=1, description="How often one flush is tried against conflicting or failing commits."
+    )
+    request_timeout_ms: int = Field(
+        30_000, ge=1, description="How long an acks=all produce waits for its commit."
+    )
+    fsync: bool = Field(
+        False,
+        description="fsync data and log files of every commit on a local warehouse (survives an OS crash, "
+        "not only a process crash; costs ~0.3-0.5 ms per file).",
+    )

@@ -1,0 +1,153 @@
+"""Per-partition index of a topic table's data files, built from the Delta log's add actions.
+
+Every data file belongs to one (partition, segment) pair and holds a contiguous-or-gapped, ascending
+range of offsets; the index keeps, per partition, the files sorted by their minimum offset, so a fetch
+opens only the files that overlap the offsets it wants, never every file of the table.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from topiclake.schemas import TOPIC_SCHEMA
+
+logger = logging.getLogger(__name__)
+
+_STORED_SCHEMA = pa.schema([f for f in TOPIC_SCHEMA if f.name not in ("partition", "segment")])
+
+
+@dataclass(frozen=True, slots=True)
+class DataFile:
+    """One data file of a topic table."""
+
+    path: str
+    partition: int
+    segment: int
+    min_offset: int
+    max_offset: int
+    num_records: int
+    size_bytes: int
+    max_timestamp_us: int | None
+    modification_time_ms: int
+
+
+class FileIndex:
+    """The data files of one table version, per partition, ordered by offset.
+
+    Args:
+        version: Delta version the index was built from.
+        files: All data files of that version.
+    """
+
+    def __init__(self, version: int, files: list[DataFile]) -> None:
+        self.version = version
+        self._by_partition: dict[int, list[DataFile]] = {}
+        for f in sorted(files, key=lambda f: (f.partition, f.min_offset)):
+            self._by_partition.setdefault(f.partition, []).append(f)
+        self._mins = {p: [f.min_offset for f in fs] for p, fs in self._by_partition.items()}
+
+    def partitions(self) -> list[int]:
+        """Partitions that have at least one data file."""
+        return sorted(self._by_partition)
+
+    def files(self, partition: int) -> list[DataFile]:
+        """All files of a partition, ordered by offset."""
+        return list(self._by_partition.get(partition, ()))
+
+    def files_from(self, partition: int, offset: int) -> list[DataFile]:
+        """Files of a partition holding offsets >= ``offset``, in offset order."""
+        files = self._by_partition.get(partition, [])
+        i = bisect.bisect_right(self._mins.get(partition, []), offset) - 1
+        return files[max(i, 0) :] if files and (i < 0 or files[i].max_offset >= offset) else files[i + 1 :]
+
+    def log_start_offset(self, partition: int) -> int | None:
+        """Smallest offset still in the table for a partition, or None if it has no files."""
+        files = self._by_partition.get(partition)
+        return files[0].min_offset if files else None
+
+    def end_offset(self, partition: int) -> int | None:
+        """One past the largest offset in the table for a partition, or None if it has no files."""
+        files = self._by_partition.get(partition)
+        return max(f.max_offset for f in files) + 1 if files else None
+
+    def segment_stats(self, partition: int) -> tuple[int, int, int] | None:
+        """(base offset, bytes, oldest file time ms) of the newest segment of a partition."""
+        files = self._by_partition.get(partition)
+        if not files:
+            return None
+        newest = max(f.segment for f in files)
+        current = [f for f in files if f.segment == newest]
+        return newest, sum(f.size_bytes for f in current), min(f.modification_time_ms for f in current)
+
+
+def build_index(dt: DeltaTable, fs: pafs.FileSystem) -> FileIndex:
+    """Index the data files of the table version ``dt`` is at.
+
+    Files whose add action lacks offset statistics are indexed from their Parquet footer instead.
+    """
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    names = set(actions.column_names)
+    cols = actions.to_pydict()
+    n = actions.num_rows
+    none = [None] * n
+    mins = cols.get("min.offset", none)
+    maxs = cols.get("max.offset", none)
+    max_ts = pc.cast(actions["max.timestamp"], pa.int64()).to_pylist() if "max.timestamp" in names else none
+    files = []
+    for i in range(n):
+        lo, hi = mins[i], maxs[i]
+        if lo is None or hi is None:
+            lo, hi = _footer_offsets(fs, cols["path"][i])
+        files.append(
+            DataFile(
+                path=cols["path"][i],
+                partition=int(cols["partition.partition"][i]),
+                segment=int(cols["partition.segment"][i]),
+                min_offset=int(lo),
+                max_offset=int(hi),
+                num_records=int(cols["num_records"][i] or 0),
+                size_bytes=int(cols["size_bytes"][i]),
+                max_timestamp_us=max_ts[i],
+                modification_time_ms=int(cols["modification_time"][i]),
+            )
+        )
+    return FileIndex(dt.version(), files)
+
+
+def _footer_offsets(fs: pafs.FileSystem, path: str) -> tuple[int, int]:
+    meta = pq.ParquetFile(fs.open_input_file(path)).metadata
+    idx = meta.schema.names.index("offset")
+    lo: int | None = None
+    hi: int | None = None
+    for rg in range(meta.num_row_groups):
+        stats = meta.row_group(rg).column(idx).statistics
+        if stats is None or not stats.has_min_max:
+            col = pq.read_table(fs.open_input_file(path), columns=["offset"])["offset"]
+            return int(pc.min(col).as_py()), int(pc.max(col).as_py())
+        lo = stats.min if lo is None else min(lo, stats.min)
+        hi = stats.max if hi is None else max(hi, stats.max)
+    if lo is None or hi is None:
+        return 0, -1
+    return int(lo), int(hi)
+
+
+def read_file(fs: pafs.FileSystem, f: DataFile) -> pa.Table:
+    """Read one data file with the topic table's columns (partition columns restored), by offset."""
+    table = pq.read_table(fs.open_input_file(f.path))
+    table = table.select([c for c in _STORED_SCHEMA.names if c in table.column_names])
+    n = table.num_rows
+    table = table.append_column("partition", pa.array([f.partition] * n, pa.int32()))
+    table = table.append_column("segment", pa.array([f.segment] * n, pa.int64()))
+    table = table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
+    offsets = table["offset"]
+    if n > 1 and not pc.all(pc.greater(offsets[1:], offsets[:-1])).as_py():
+        table = table.sort_by("offset")
+    return table

@@ -1,0 +1,723 @@
+"""The log of one topic: its Delta table, the leaders of its partitions, and the group commit.
+
+Writes: request threads hand batches to :meth:`TopicLog.append`, which assigns offsets under the topic's
+lock and queues them. One flusher thread per topic takes everything queued, lingers briefly for more, and
+commits it as ONE Delta commit that also carries, per partition, a ``txn`` action whose version is the new
+high watermark (and one per idempotent producer). Only then are ``acks=all`` requests answered.
+
+Fencing: a commit whose ``txn`` app id was advanced by another writer since this broker's snapshot fails
+(delta-rs reports "Concurrent transaction failed"). The log then refreshes, sees the other writer's high
+watermark, moves its not-yet-committed batches behind it (rebase) and commits again, so offsets stay
+contiguous and no two records share one. A commit that fails for another reason (a concurrent delete by
+retention, an I/O error) is retried; whether an earlier attempt landed is told by the commit's id in the
+Delta history, so a batch is never written twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import DeltaError
+
+from topiclake.errors import (
+    BrokerClosed,
+    CommitConflict,
+    OffsetOutOfRange,
+    PartitionNotFound,
+    StorageError,
+    TopiclakeError,
+)
+from topiclake.platform.budget import MemoryBudget
+from topiclake.platform.catalog import TopicInfo
+from topiclake.platform.config import BrokerConfig
+from topiclake.platform.file_index import FileIndex, build_index, read_file
+from topiclake.platform.producer_state import (
+    Duplicate,
+    ProducerStates,
+    decode_state,
+    producer_app_id,
+)
+from topiclake.platform.records import Acks, FetchResult, ProducerInfo, now_ms
+from topiclake.platform.storage import Storage
+from topiclake.platform.tail_cache import TailCache, bounded_concat
+from topiclake.schemas import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    PARTITION_COLUMNS,
+    TOPIC_SCHEMA,
+    TOPIC_TABLE_PROPERTIES,
+)
+
+logger = logging.getLogger(__name__)
+
+_FOREIGN_ERRORS = (DeltaError, OSError, pa.ArrowException)
+
+
+def partition_app_id(topic: str, partition: int) -> str:
+    """The Delta ``txn`` app id whose version is the high watermark of a partition."""
+    return f"topiclake/hwm/{topic}/{partition}"
+
+
+class AppendHandle:
+    """The outcome of one append request: where its records went, and when they are committed.
+
+    ``parts`` lists (partition, base offset, count) in the order the request's batches were given;
+    ``future`` completes when the records are committed (or fails with the reason they are not).
+    ``by_sequence`` is set instead for a duplicate whose original was found in the table.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[_Pending] = []
+        self.future: Future[None] = Future()
+        self.by_sequence: dict[int, tuple[int, int]] | None = None
+
+    @property
+    def parts(self) -> list[tuple[int, int, int]]:
+        return [(p.partition, p.base_offset, p.table.num_rows) for p in self.pending]
+
+    def wait(self, timeout_s: float | None) -> None:
+        """Block until committed; raise the commit's error if it failed."""
+        self.future.result(timeout=timeout_s)
+
+
+@dataclass(eq=False)
+class _Pending:
+    partition: int
+    base_offset: int
+    table: pa.Table
+    nbytes: int
+    handle: AppendHandle
+    producer_txn: tuple[int, int] | None = None  # (producer id, txn version)
+
+
+@dataclass(eq=False)
+class _Partition:
+    partition: int
+    next_offset: int
+    high_watermark: int
+    segment_base: int
+    segment_bytes: int
+    segment_first_ms: int
+    tail: TailCache
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+
+class TopicLog:
+    """The partitions of one topic led by this broker, over the topic's Delta table.
+
+    Args:
+        storage: The warehouse.
+        info: The topic as the catalog knows it.
+        config: Broker tuning.
+        budget: Shared bound on accepted-but-uncommitted bytes.
+    """
+
+    def __init__(self, storage: Storage, info: TopicInfo, config: BrokerConfig, budget: MemoryBudget) -> None:
+        self.topic = info.name
+        self.info = info
+        self._storage = storage
+        self._config = config
+        self._budget = budget
+        self.uri = storage.topic_uri(info.name)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._queue: list[_Pending] = []
+        self._queued_records = 0
+        self._queued_bytes = 0
+        self._inflight: list[_Pending] = []
+        self._closing = False
+        self._closed = False
+        self._index_lock = threading.Lock()
+        self._index: FileIndex | None = None
+        self._fs = storage.filesystem(self.uri)
+        self.commits = 0
+        self.fences = 0
+        self.commit_latencies_ms: list[float] = []
+        self._dt = self._open_table()
+        self._producers = ProducerStates(self._load_producer)
+        self._parts: dict[int, _Partition] = {}
+        self._recover(info.partitions)
+        self._flusher = threading.Thread(target=self._run, name=f"flush-{self.topic}", daemon=True)
+        self._flusher.start()
+
+    # ------------------------------------------------------------------ open and recover
+
+    def _open_table(self) -> DeltaTable:
+        opts = self._storage.options()
+        try:
+            if not self._storage.is_table(self.uri):
+                try:
+                    DeltaTable.create(
+                        self.uri,
+                        TOPIC_SCHEMA,
+                        partition_by=list(PARTITION_COLUMNS),
+                        configuration=TOPIC_TABLE_PROPERTIES,
+                        storage_options=opts,
+                        name=self.topic,
+                    )
+                    logger.info("created topic table %s at %s", self.topic, self.uri)
+                except DeltaError:
+                    if not self._storage.is_table(self.uri):  # lost a creation race: fine if it exists now
+                        raise
+            dt = DeltaTable(self.uri, storage_options=opts)
+        except _FOREIGN_ERRORS as exc:
+            raise StorageError(f"cannot open topic table {self.uri}: {exc}", topic=self.topic) from exc
+        self._check_table(dt)
+        return dt
+
+    def _check_table(self, dt: DeltaTable) -> None:
+        conf = dt.metadata().configuration
+        protocol = dt.protocol()
+        features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
+        bad = {
+            "deletionVectors",
+            "columnMapping",
+            "identityColumns",
+            "rowTracking",
+            "v2Checkpoint",
+        } & features
+        if conf.get("delta.enableDeletionVectors") == "true" or bad:
+            raise StorageError(
+                f"topic table {self.uri} uses Delta features delta-rs cannot write "
+                f"({sorted(bad) or 'deletion vectors'}); disable them (see docs/storage.md)",
+                topic=self.topic,
+            )
+        names = [f.name for f in dt.schema().fields]
+        if names[: len(TOPIC_SCHEMA)] != TOPIC_SCHEMA.names:
+            raise StorageError(f"{self.uri} is not a topic table (columns {names})", topic=self.topic)
+
+    def _recover(self, partitions: int) -> None:
+        index = self._refresh_index(force=True)
+        for p in range(partitions):
+            self._parts[p] = self._recover_partition(p, index)
+
+    def _recover_partition(self, p: int, index: FileIndex) -> _Partition:
+        tv = self._dt.transaction_version(partition_app_id(self.topic, p))
+        end = index.end_offset(p)
+        hwm = tv if tv is not None else (end or 0)
+        if end is not None and end > hwm:  # written without our txn (should not happen): never reuse
+            logger.warning("topic %s partition %d: table end %d beyond txn %d", self.topic, p, end, hwm)
+            hwm = end
+        seg = index.segment_stats(p)
+        base, nbytes, first = seg if seg is not None else (hwm, 0, now_ms())
+        logger.info("topic %s partition %d: recovered high watermark %d", self.topic, p, hwm)
+        return _Partition(p, hwm, hwm, base, nbytes, first, TailCache(self._config.tail_cache_bytes))
+
+    def _load_producer(self, producer_id: int) -> tuple[int, int] | None:
+        version = self._dt.transaction_version(producer_app_id(self.topic, producer_id))
+        return None if version is None else decode_state(version)
+
+    def ensure_partitions(self, info: TopicInfo) -> None:
+        """Adopt a new catalog state (more partitions, changed configs)."""
+        with self._lock:
+            self.info = info
+            if info.partitions > len(self._parts):
+                index = self._refresh_index(force=True)
+                for p in range(len(self._parts), info.partitions):
+                    self._parts[p] = self._recover_partition(p, index)
+
+    # ------------------------------------------------------------------ write
+
+    def _partition(self, partition: int) -> _Partition:
+        part = self._parts.get(partition)
+        if part is None:
+            raise PartitionNotFound(
+                f"topic {self.topic} has no partition {partition} (it has {len(self._parts)})",
+                topic=self.topic,
+                partition=partition,
+            )
+        return part
+
+    def append(
+        self,
+        batches: Sequence[tuple[int, pa.Table]],
+        acks: Acks,
+        producer: ProducerInfo | None = None,
+    ) -> AppendHandle:
+        """Assign offsets to batches (partition, input table) and queue them for the next commit.
+
+        All batches of one call are committed together, in one Delta commit.
+
+        Raises:
+            Throttled: The broker's buffers are full; nothing was accepted.
+            PartitionNotFound, OutOfOrderSequence, InvalidProducerEpoch: nothing was accepted.
+        """
+        nbytes = sum(t.nbytes for _, t in batches)
+        count = sum(t.num_rows for _, t in batches)
+        with self._lock:
+            if self._closing:
+                raise BrokerClosed(f"topic {self.topic} is closing", topic=self.topic)
+            for p, _ in batches:
+                self._partition(p)
+            if producer is not None:
+                dup = self._producers.check(producer, count)
+                if dup is not None:
+                    return self._duplicate(dup)
+            self._budget.acquire(nbytes, topic=self.topic)
+            handle = AppendHandle()
+            now = now_ms()
+            log_append = self.info.config.message_timestamp_type == "LogAppendTime"
+            for p, table in batches:
+                part = self._parts[p]
+                n = table.num_rows
+                base = part.next_offset
+                self._maybe_roll(part, now)
+                part.next_offset += n
+                part.segment_bytes += table.nbytes
+                full = self._complete(table, p, base, part.segment_base, now, log_append, producer)
+                pending = _Pending(p, base, full, table.nbytes, handle)
+                handle.pending.append(pending)
+                self._queue.append(pending)
+            if producer is not None and handle.pending:
+                version = self._producers.record(producer, count, handle)
+                handle.pending[-1].producer_txn = (producer.producer_id, version)
+            self._queued_records += count
+            self._queued_bytes += nbytes
+            self._cond.notify_all()
+        if acks == "1" or acks == "0":
+            logger.debug("topic %s: accepted %d records (acks=%s)", self.topic, count, acks)
+        return handle
+
+    def _duplicate(self, dup: Duplicate) -> AppendHandle:
+        if isinstance(dup.original, AppendHandle):
+            logger.info(
+                "topic %s: producer %d sequence %d is a retry; answering with its original offsets",
+                self.topic,
+                dup.producer_id,
+                dup.base_sequence,
+            )
+            return dup.original
+        handle = AppendHandle()
+        handle.by_sequence = self._find_sequences(dup.producer_id, dup.base_sequence, dup.count)
+        handle.future.set_result(None)
+        return handle
+
+    def _find_sequences(self, producer_id: int, base: int, count: int) -> dict[int, tuple[int, int]]:
+        found: dict[int, tuple[int, int]] = {}
+        index = self._refresh_index(force=True)
+        for p in index.partitions():
+            for f in reversed(index.files(p)):
+                t = read_file(self._fs, f)
+                mask = pc.and_(
+                    pc.equal(t["producer_id"], producer_id),
+                    pc.and_(pc.greater_equal(t["sequence"], base), pc.less(t["sequence"], base + count)),
+                )
+                hit = t.filter(mask)
+                for seq, off in zip(hit["sequence"].to_pylist(), hit["offset"].to_pylist(), strict=True):
+                    found[seq] = (p, off)
+                if len(found) >= count:
+                    return found
+        return found
+
+    def _maybe_roll(self, part: _Partition, now: int) -> None:
+        cfg = self.info.config
+        if part.segment_bytes == 0:
+            part.segment_first_ms = now
+            return
+        if part.segment_bytes >= cfg.segment_bytes or now - part.segment_first_ms >= cfg.segment_ms:
+            logger.info(
+                "topic %s partition %d: rolled segment %d -> %d",
+                self.topic,
+                part.partition,
+                part.segment_base,
+                part.next_offset,
+            )
+            part.segment_base = part.next_offset
+            part.segment_bytes = 0
+            part.segment_first_ms = now
+
+    def _complete(
+        self,
+        table: pa.Table,
+        partition: int,
+        base: int,
+        segment: int,
+        now: int,
+        log_append: bool,
+        producer: ProducerInfo | None,
+    ) -> pa.Table:
+        n = table.num_rows
+        ts_ms = table["timestamp_ms"]
+        if log_append:
+            ts = pa.array([now] * n, pa.int64())
+            ts_type = LOG_APPEND_TIME
+        else:
+            ts = pc.fill_null(ts_ms, now)
+            ts_type = CREATE_TIME
+        ts_us = pc.multiply(pc.cast(ts, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
+        if producer is not None and "sequence" in table.column_names:
+            pid = pa.array([producer.producer_id] * n, pa.int64())
+            epoch = pa.array([producer.epoch] * n, pa.int32())
+            seq = table["sequence"].cast(pa.int32())
+        else:
+            pid = pa.nulls(n, pa.int64())
+            epoch = pa.nulls(n, pa.int32())
+            seq = pa.nulls(n, pa.int32())
+        return pa.Table.from_arrays(
+            [
+                table["key"],
+                table["value"],
+                pa.array([self.topic] * n, pa.string()),
+                pa.array([partition] * n, pa.int32()),
+                pa.arange(base, base + n).cast(pa.int64()) if n else pa.array([], pa.int64()),
+                ts_us,
+                pa.array([ts_type] * n, pa.int32()),
+                table["headers"],
+                pa.array([segment] * n, pa.int64()),
+                pid,
+                epoch,
+                seq,
+            ],
+            schema=TOPIC_SCHEMA,
+        )
+
+    # ------------------------------------------------------------------ flush
+
+    def _run(self) -> None:
+        linger_s = self._config.linger_ms / 1000
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                deadline = time.monotonic() + linger_s
+                while (
+                    not self._closing
+                    and self._queued_records < self._config.batch_max_records
+                    and self._queued_bytes < self._config.batch_max_bytes
+                ):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                self._inflight = self._queue
+                self._queue = []
+                self._queued_records = 0
+                self._queued_bytes = 0
+            self._flush()
+
+    def _flush(self) -> None:
+        take = self._inflight
+        started = time.perf_counter()
+        try:
+            self._commit()
+        except Exception as exc:
+            error = exc if isinstance(exc, TopiclakeError) else StorageError(f"commit failed: {exc}")
+            self._fail_all(error)
+            return
+        finally:
+            self._budget.release(sum(p.nbytes for p in take))
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        self.commits += 1
+        self.commit_latencies_ms.append(elapsed_ms)
+        if len(self.commit_latencies_ms) > 10_000:
+            del self.commit_latencies_ms[:5_000]
+        with self._lock:
+            take = self._inflight
+            self._inflight = []
+        ends: dict[int, int] = {}
+        for pend in take:
+            part = self._parts[pend.partition]
+            part.tail.add(pend.base_offset, pend.table)
+            ends[pend.partition] = pend.base_offset + pend.table.num_rows
+        for p, end in ends.items():
+            part = self._parts[p]
+            with part.cond:
+                part.high_watermark = max(part.high_watermark, end)
+                part.cond.notify_all()
+        for pend in take:
+            if not pend.handle.future.done():
+                pend.handle.future.set_result(None)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "topic %s: committed version %d with %d records in %.1f ms, ends %s",
+                self.topic,
+                self._dt.version(),
+                sum(p.table.num_rows for p in take),
+                elapsed_ms,
+                ends,
+            )
+
+    def _commit(self) -> None:
+        commit_id = uuid.uuid4().hex
+        attempt = 0
+        while True:
+            with self._lock:
+                take = list(self._inflight)
+            if not take:
+                return
+            expected = {p.partition: self._parts[p.partition].high_watermark for p in take}
+            ends: dict[int, int] = {}
+            producers: dict[int, int] = {}
+            for pend in take:
+                ends[pend.partition] = pend.base_offset + pend.table.num_rows
+                if pend.producer_txn is not None:
+                    producers[pend.producer_txn[0]] = pend.producer_txn[1]
+            now = now_ms()
+            txns = [Transaction(partition_app_id(self.topic, p), end, now) for p, end in sorted(ends.items())]
+            txns += [Transaction(producer_app_id(self.topic, pid), v, now) for pid, v in producers.items()]
+            data = pa.concat_tables([p.table for p in take])
+            base_version = self._dt.version()
+            try:
+                write_deltalake(
+                    self._dt,
+                    data,
+                    mode="append",
+                    commit_properties=CommitProperties(
+                        app_transactions=txns,
+                        custom_metadata={
+                            "topiclake.commit": commit_id,
+                            "topiclake.broker": str(self._config.broker_id),
+                        },
+                    ),
+                )
+                self._storage.sync_commit(self.uri, self._dt.version())
+                return
+            except _FOREIGN_ERRORS as exc:
+                attempt += 1
+                reason = str(exc).splitlines()[0]
+                if not self._refresh_after_failure():
+                    landed = False
+                else:
+                    landed = self._landed(commit_id, base_version)
+                if landed:
+                    logger.warning(
+                        "topic %s: commit %s landed despite error (%s)", self.topic, commit_id, reason
+                    )
+                    return
+                if self._rebase_if_fenced(expected):
+                    attempt = 0  # another writer moved on: a fresh try with new offsets
+                    continue
+                if attempt >= self._config.commit_attempts:
+                    raise CommitConflict(
+                        f"commit to topic {self.topic} failed {attempt} times: {reason}", topic=self.topic
+                    ) from exc
+                backoff = min(0.005 * 2**attempt, 1.0)
+                logger.warning(
+                    "topic %s: commit attempt %d failed (%s); retrying in %.0f ms",
+                    self.topic,
+                    attempt,
+                    reason,
+                    backoff * 1000,
+                )
+                time.sleep(backoff)
+
+    def _refresh_after_failure(self) -> bool:
+        try:
+            self._dt.update_incremental()
+            return True
+        except _FOREIGN_ERRORS as exc:
+            logger.warning("topic %s: cannot refresh table after failed commit: %s", self.topic, exc)
+            return False
+
+    def _landed(self, commit_id: str, base_version: int) -> bool:
+        newer = self._dt.version() - base_version
+        if newer <= 0:
+            return False
+        return any(c.get("topiclake.commit") == commit_id for c in self._dt.history(newer))
+
+    def _rebase_if_fenced(self, expected: dict[int, int]) -> bool:
+        foreign = {}
+        for p, hwm in expected.items():
+            tv = self._dt.transaction_version(partition_app_id(self.topic, p)) or 0
+            if tv != hwm:
+                foreign[p] = tv
+        if not foreign:
+            return False
+        self.fences += 1
+        with self._lock:
+            for p, tv in foreign.items():
+                part = self._parts[p]
+                base = tv
+                logger.warning(
+                    "topic %s partition %d: fenced by another writer at offset %d (ours %d); "
+                    "moving uncommitted records behind it",
+                    self.topic,
+                    p,
+                    tv,
+                    part.high_watermark,
+                )
+                for pend in [*self._inflight, *self._queue]:
+                    if pend.partition != p:
+                        continue
+                    n = pend.table.num_rows
+                    offsets = pa.arange(base, base + n).cast(pa.int64())
+                    pend.table = pend.table.set_column(4, "offset", offsets)
+                    pend.base_offset = base
+                    base += n
+                part.next_offset = base
+                part.tail.clear()
+                with part.cond:
+                    part.high_watermark = tv
+                if part.segment_base > tv:
+                    part.segment_base = tv
+        return True
+
+    def _fail_all(self, error: TopiclakeError) -> None:
+        with self._lock:
+            failed = [*self._inflight, *self._queue]
+            queued_bytes = sum(p.nbytes for p in self._queue)
+            self._inflight = []
+            self._queue = []
+            self._queued_records = 0
+            self._queued_bytes = 0
+            logger.error(
+                "topic %s: %d batches failed (%s); resetting partitions from the table",
+                self.topic,
+                len(failed),
+                error.message,
+            )
+            try:
+                self._dt.update_incremental()
+                self._producers.forget_all()
+                index = self._refresh_index(force=True)
+                for p in list(self._parts):
+                    self._parts[p] = self._recover_partition(p, index)
+            except Exception as exc:  # keep serving: next flush will try again
+                logger.error("topic %s: reset failed: %s", self.topic, exc)
+        self._budget.release(queued_bytes)
+        for pend in failed:
+            if not pend.handle.future.done():
+                pend.handle.future.set_exception(error)
+
+    # ------------------------------------------------------------------ read
+
+    def _refresh_index(self, force: bool = False, min_version: int | None = None) -> FileIndex:
+        with self._index_lock:
+            index = self._index
+            if force or index is None or (min_version is not None and index.version < min_version):
+                try:
+                    reader = DeltaTable(self.uri, storage_options=self._storage.options())
+                    index = build_index(reader, self._fs)
+                except _FOREIGN_ERRORS as exc:
+                    raise StorageError(
+                        f"cannot index topic table {self.uri}: {exc}", topic=self.topic
+                    ) from exc
+                self._index = index
+            return index
+
+    def high_watermark(self, partition: int) -> int:
+        """The end offset: one past the last committed record."""
+        return self._partition(partition).high_watermark
+
+    def log_start_offset(self, partition: int) -> int:
+        """The first offset still in the log (advanced by retention and deletion only)."""
+        part = self._partition(partition)
+        index = self._refresh_index()
+        start = index.log_start_offset(partition)
+        if start is None and part.high_watermark > 0:
+            index = self._refresh_index(min_version=self._dt.version())
+            start = index.log_start_offset(partition)
+        return start if start is not None else part.high_watermark
+
+    def fetch(
+        self, partition: int, offset: int, max_records: int, max_bytes: int, wait_ms: float = 0
+    ) -> FetchResult:
+        """Committed records of a partition from ``offset`` on.
+
+        Long-polls up to ``wait_ms`` when ``offset`` is the end of the log. Returns at least one record
+        when there is one, even if it is larger than ``max_bytes``.
+
+        Raises:
+            OffsetOutOfRange: ``offset`` is below the log start or beyond the end.
+        """
+        part = self._partition(partition)
+        if wait_ms > 0 and offset >= part.high_watermark:
+            deadline = time.monotonic() + wait_ms / 1000
+            with part.cond:
+                while part.high_watermark <= offset and not self._closing:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    part.cond.wait(remaining)
+        hwm = part.high_watermark
+        records = part.tail.read(offset, max_records, max_bytes) if 0 <= offset < hwm else None
+        start = self.log_start_offset(partition)
+        if records is None and (offset < start or offset > hwm):
+            raise OffsetOutOfRange(
+                f"offset {offset} is out of range [{start}, {hwm}] for {self.topic}-{partition}",
+                topic=self.topic,
+                partition=partition,
+                offset=offset,
+                log_start_offset=start,
+                high_watermark=hwm,
+            )
+        if records is None and offset < hwm:
+            records = self._read_table(partition, offset, max_records, max_bytes, hwm)
+        if records is None:
+            records = TOPIC_SCHEMA.empty_table()
+        else:
+            records = records.filter(pc.less(records["offset"], hwm))
+        next_offset = int(records["offset"][-1].as_py()) + 1 if records.num_rows else offset
+        return FetchResult(self.topic, partition, records, hwm, start, next_offset)
+
+    def _read_table(
+        self, partition: int, offset: int, max_records: int, max_bytes: int, hwm: int
+    ) -> pa.Table | None:
+        for attempt in range(2):
+            index = self._refresh_index(force=attempt > 0)
+            end = index.end_offset(partition)
+            if end is None or end <= offset:
+                index = self._refresh_index(min_version=self._dt.version())
+            try:
+                return bounded_concat(self._iter_files(index, partition, offset), max_records, max_bytes)
+            except FileNotFoundError:  # files compacted and vacuumed under a stale index
+                logger.info("topic %s partition %d: index stale, rebuilding", self.topic, partition)
+        return None
+
+    def _iter_files(self, index: FileIndex, partition: int, offset: int):  # type: ignore[no-untyped-def]
+        for f in index.files_from(partition, offset):
+            table = read_file(self._fs, f)
+            table = table.filter(pc.greater_equal(table["offset"], offset))
+            if table.num_rows:
+                yield table
+
+    def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
+        """The earliest offset whose timestamp is >= ``timestamp_ms``, or None if there is none."""
+        self._partition(partition)
+        target_us = timestamp_ms * 1000
+        index = self._refresh_index(min_version=self._dt.version())
+        for f in index.files(partition):
+            if f.max_timestamp_us is not None and f.max_timestamp_us < target_us:
+                continue
+            table = read_file(self._fs, f)
+            hit = table.filter(pc.greater_equal(pc.cast(table["timestamp"], pa.int64()), target_us))
+            if hit.num_rows:
+                return int(pc.min(hit["offset"]).as_py())
+        return None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Commit what is queued, stop the flusher, and refuse further appends."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closing = True
+            self._cond.notify_all()
+        self._flusher.join(timeout_s)
+        for part in self._parts.values():
+            with part.cond:
+                part.cond.notify_all()
+        self._closed = True
+        logger.info("topic %s: closed at version %d", self.topic, self._dt.version())
+
+    def stats(self) -> dict[str, object]:
+        """Counters for metrics and benchmarks."""
+        return {
+            "topic": self.topic,
+            "version": self._dt.version(),
+            "commits": self.commits,
+            "fences": self.fences,
+            "high_watermarks": {p: part.high_watermark for p, part in self._parts.items()},
+        }

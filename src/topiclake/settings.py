@@ -1,0 +1,30 @@
+"""Settings of the deployables, read from the environment (prefix ``TOPICLAKE_``, nesting with ``__``).
+
+Example: ``TOPICLAKE_WAREHOUSE=s3://bucket/lake TOPICLAKE_BROKER__LINGER_MS=5 topiclake serve``.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from topiclake.platform.config import BrokerConfig
+
+
+class GatewaySettings(BaseSettings):
+    """Settings of the gateway process (one broker)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TOPICLAKE_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    warehouse: str = Field(
+        "./data", description="Warehouse URI: a local directory, s3://, gs:// or abfss://."
+    )
+    storage_options: dict[str, str] = Field(
+        default_factory=dict, description="Options for the object store (credentials, endpoint, region)."
+    )
+    host: str = Field("127.0.0.1", description="Address the gateway listens on.")
+    port: int = Field(8082, ge=0, le=65535, description="Port the gateway listens on (the REST Proxy's).")
+    log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+    broker: BrokerConfig = Field(default_factory=BrokerConfig, description="Broker id and tuning.")

@@ -1,0 +1,1 @@
+"""topiclake.spark."""

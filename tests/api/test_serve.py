@@ -1,0 +1,64 @@
+"""`topiclake serve` starts a real uvicorn server on 127.0.0.1 over a warehouse and stops cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_answers_health_readiness_and_openapi(tmp_path: Path) -> None:
+    port = _free_port()
+    warehouse = tmp_path / "wh"
+    env = {**os.environ, "TOPICLAKE_BROKER__BROKER_ID": "7"}
+    cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse), "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "gateway did not start"
+            time.sleep(0.1)
+        ready = httpx.get(f"{base}/readyz").json()
+        assert ready["status"] == "ready" and ready["broker_id"] == 7
+        assert ready["warehouse"] == str(warehouse.resolve())
+        spec = httpx.get(f"{base}/openapi.json").json()
+        assert "/healthz" in spec["paths"]
+        assert httpx.get(f"{base}/docs").status_code == 200
+        assert (warehouse / "_system" / "topics" / "_delta_log").is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=20)
+    assert proc.returncode in (0, -signal.SIGTERM), output  # uvicorn re-raises the signal after shutdown
+    assert "broker 7 closed" in output
+
+
+def test_cli_help_and_errors() -> None:
+    out = subprocess.run([sys.executable, "-m", "topiclake.cli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "serve" in out.stdout and "Delta Lake" in out.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", "ftp://nowhere/x", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0
+    assert "unsupported warehouse URI scheme" in bad.stdout + bad.stderr
