@@ -342,3 +342,20 @@ def test_topic_table_is_pinned_to_what_delta_rs_writes(broker: Broker, storage: 
     assert dt.metadata().partition_columns == ["partition", "segment"]
     assert dt.protocol().min_writer_version <= 2 and dt.protocol().min_reader_version == 1
     assert [f.name for f in dt.schema().fields] == TOPIC_SCHEMA.names
+
+
+def test_a_topic_created_by_another_broker_is_found(storage: Storage) -> None:
+    with Broker(storage) as one, Broker(storage) as two:
+        one.list_topics()
+        two.create_topic("shared", partitions=2)
+        assert one.produce("shared", [Record(value=b"x", partition=1)])[0].offset == 0
+
+
+def test_empty_columnar_batch_commits_nothing(broker: Broker, storage: Storage) -> None:
+    broker.create_topic("t")
+    version = DeltaTable(storage.topic_uri("t")).version()
+    assert broker.produce_arrow("t", 0, pa.table({"value": pa.array([], pa.binary())})) == (0, 0, None)
+    assert broker.produce("t", []) == []
+    assert DeltaTable(storage.topic_uri("t")).version() == version
+    with pytest.raises(PartitionNotFound):
+        broker.produce_arrow("t", 3, pa.table({"value": pa.array([], pa.binary())}))

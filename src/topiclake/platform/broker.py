@@ -21,6 +21,7 @@ from topiclake.errors import (
     PartitionNotFound,
     RecordTooLarge,
     RequestTimedOut,
+    TopicNotFound,
     TopiclakeError,
 )
 from topiclake.platform.budget import MemoryBudget
@@ -121,7 +122,11 @@ class Broker:
             log = self._logs.get(name)
             if log is not None:
                 return log
-        info = self.catalog.get(name)
+        try:
+            info = self.catalog.get(name)
+        except TopicNotFound:
+            self.catalog.refresh()  # created by another broker since we last looked?
+            info = self.catalog.get(name)
         with self._lock:
             log = self._logs.get(name)
             if log is None:
@@ -194,15 +199,7 @@ class Broker:
         batches, positions = _group(table, targets)
         handle = log.append(batches, ack, producer)
         if ack == "all":
-            timeout = (timeout_ms or self.config.request_timeout_ms) / 1000
-            try:
-                handle.wait(timeout)
-            except FutureTimeout as exc:
-                raise RequestTimedOut(
-                    f"commit to {topic} did not finish within {timeout:.1f} s; retry with the same "
-                    "producer sequence to be safe",
-                    topic=topic,
-                ) from exc
+            self._wait(handle, topic, timeout_ms)
         for j, (res_index, pos) in enumerate(zip(ok, positions, strict=True)):
             results[res_index] = _result(handle, pos, j, producer, ack, chosen[j], info, targets[j])
         return [r for r in results if r is not None]
@@ -236,16 +233,30 @@ class Broker:
         if producer is not None:
             seqs = pa.array(range(producer.base_sequence, producer.base_sequence + data.num_rows), pa.int32())
             data = data.append_column("sequence", seqs)
+        if data.num_rows == 0:
+            log.high_watermark(partition)  # still reject an unknown partition
+            return partition, 0, None
         handle = log.append([(partition, data)], ack, producer)
         if ack == "0":
             return partition, data.num_rows, None
         if ack == "all":
-            handle.wait((timeout_ms or self.config.request_timeout_ms) / 1000)
+            self._wait(handle, topic, timeout_ms)
         if handle.by_sequence is not None:
             first = handle.by_sequence.get(producer.base_sequence) if producer else None
             return partition, data.num_rows, first[1] if first else None
         part, base, _count = handle.parts[0]
         return part, data.num_rows, base
+
+    def _wait(self, handle: AppendHandle, topic: str, timeout_ms: int | None) -> None:
+        timeout = (timeout_ms or self.config.request_timeout_ms) / 1000
+        try:
+            handle.wait(timeout)
+        except FutureTimeout as exc:
+            raise RequestTimedOut(
+                f"commit to {topic} did not finish within {timeout:.1f} s; its outcome is unknown: retry "
+                "with the same producer sequence to be safe",
+                topic=topic,
+            ) from exc
 
     def _check_record(self, topic: str, r: Record, limit: int, n_parts: int) -> TopiclakeError | None:
         if r.partition is not None and not 0 <= r.partition < n_parts:
