@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, TableFeatures
 
 from topiclake.errors import (
     InvalidProducerEpoch,
@@ -17,6 +17,7 @@ from topiclake.errors import (
     OutOfOrderSequence,
     PartitionNotFound,
     RecordTooLarge,
+    StorageError,
     Throttled,
     TopicNotFound,
 )
@@ -359,3 +360,16 @@ def test_empty_columnar_batch_commits_nothing(broker: Broker, storage: Storage) 
     assert DeltaTable(storage.topic_uri("t")).version() == version
     with pytest.raises(PartitionNotFound):
         broker.produce_arrow("t", 3, pa.table({"value": pa.array([], pa.binary())}))
+
+
+def test_a_table_with_features_delta_rs_cannot_write_is_refused(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage) as broker:
+        broker.create_topic("t")
+    dt = DeltaTable(storage.topic_uri("t"))
+    dt.alter.set_table_properties({"delta.enableChangeDataFeed": "true"})  # allowed: delta-rs writes CDF
+    with Broker(storage) as broker:
+        broker.produce("t", [Record(value=b"ok")])
+    dt.alter.add_feature(TableFeatures.DomainMetadata, allow_protocol_versions_increase=True)
+    with Broker(storage) as broker, pytest.raises(StorageError, match="domainMetadata"):
+        broker.produce("t", [Record(value=b"refused")])

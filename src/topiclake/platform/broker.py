@@ -21,8 +21,8 @@ from topiclake.errors import (
     PartitionNotFound,
     RecordTooLarge,
     RequestTimedOut,
-    TopicNotFound,
     TopiclakeError,
+    TopicNotFound,
 )
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicCatalog, TopicInfo

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -60,6 +60,13 @@ from topiclake.schemas import (
 logger = logging.getLogger(__name__)
 
 _FOREIGN_ERRORS = (DeltaError, OSError, pa.ArrowException)
+
+#: Table features a topic table may carry: those delta-rs 1.6 writes correctly. Anything else (deletion
+#: vectors, row tracking, type widening, v2 checkpoints, in-commit timestamps, domain metadata, column
+#: mapping) would make appends fail, so a table with it is refused on open with a clear error.
+_WRITABLE_FEATURES = frozenset(
+    {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "timestampNtz"}
+)
 
 
 def partition_app_id(topic: str, partition: int) -> str:
@@ -178,17 +185,16 @@ class TopicLog:
         conf = dt.metadata().configuration
         protocol = dt.protocol()
         features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
-        bad = {
-            "deletionVectors",
-            "columnMapping",
-            "identityColumns",
-            "rowTracking",
-            "v2Checkpoint",
-        } & features
-        if conf.get("delta.enableDeletionVectors") == "true" or bad:
+        unsupported = features - _WRITABLE_FEATURES
+        if protocol.min_reader_version > 1 and protocol.reader_features is None:
+            unsupported.add(f"reader version {protocol.min_reader_version}")
+        if conf.get("delta.enableDeletionVectors") == "true":
+            unsupported.add("deletionVectors")
+        if unsupported:
             raise StorageError(
-                f"topic table {self.uri} uses Delta features delta-rs cannot write "
-                f"({sorted(bad) or 'deletion vectors'}); disable them (see docs/storage.md)",
+                f"topic table {self.uri} uses Delta features the broker cannot write: {sorted(unsupported)}; "
+                "create topic tables with topiclake and run Spark jobs through topiclake.jobs.get_spark, "
+                "which keeps them off (see docs/decisions.md)",
                 topic=self.topic,
             )
         names = [f.name for f in dt.schema().fields]
@@ -486,11 +492,7 @@ class TopicLog:
             except _FOREIGN_ERRORS as exc:
                 attempt += 1
                 reason = str(exc).splitlines()[0]
-                if not self._refresh_after_failure():
-                    landed = False
-                else:
-                    landed = self._landed(commit_id, base_version)
-                if landed:
+                if self._refresh_after_failure() and self._landed(commit_id, base_version):
                     logger.warning(
                         "topic %s: commit %s landed despite error (%s)", self.topic, commit_id, reason
                     )
@@ -675,7 +677,7 @@ class TopicLog:
                 logger.info("topic %s partition %d: index stale, rebuilding", self.topic, partition)
         return None
 
-    def _iter_files(self, index: FileIndex, partition: int, offset: int):  # type: ignore[no-untyped-def]
+    def _iter_files(self, index: FileIndex, partition: int, offset: int) -> Iterator[pa.Table]:
         for f in index.files_from(partition, offset):
             table = read_file(self._fs, f)
             table = table.filter(pc.greater_equal(table["offset"], offset))
