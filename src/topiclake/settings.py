@@ -26,5 +26,12 @@ class GatewaySettings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address the gateway listens on.")
     port: int = Field(8082, ge=0, le=65535, description="Port the gateway listens on (the REST Proxy's).")
+    advertised_host: str | None = Field(
+        None, description="Host name clients are told to use for this broker (default: host)."
+    )
+    advertised_port: int | None = Field(None, ge=1, le=65535, description="Port clients are told to use.")
+    max_request_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond it)."
+    )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     broker: BrokerConfig = Field(default_factory=BrokerConfig, description="Broker id and tuning.")

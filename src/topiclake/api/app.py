@@ -5,64 +5,71 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI
 
 import topiclake
+from topiclake.api import errors
+from topiclake.api.metrics import GatewayMetrics, RequestCounter
+from topiclake.api.routes import health, native_records, native_topics, rest_v2, rest_v3
 from topiclake.platform import Broker, Storage
 from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
 
+_DESCRIPTION = """
+topiclake: Kafka-style topics whose partitions are Delta Lake tables. An `acks=all` answer means the record
+is already in the topic's Delta table, visible to every reader and to SQL.
 
-def get_broker(request: Request) -> Broker:
-    """The broker of this gateway process."""
-    broker: Broker = request.app.state.broker
-    return broker
+* **Native API** (`/v1`): topics, produce (JSON, base64, NDJSON stream, Arrow IPC), fetch with long-poll,
+  offsets, metadata. Errors: `{"error": {"code", "message", "retriable", "details"}}`.
+* **Kafka REST Proxy API** (Confluent v2 at `/topics`, `/brokers`; v3 at `/v3/clusters`): existing REST
+  Proxy clients work unchanged. Errors: `{"error_code", "message"}`.
+"""
 
 
-BrokerDep = Annotated[Broker, Depends(get_broker)]
+def create_app(settings: GatewaySettings | None = None, broker: Broker | None = None) -> FastAPI:
+    """Build the gateway app.
 
-
-def create_app(settings: GatewaySettings | None = None) -> FastAPI:
-    """Build the gateway app; the broker opens in the lifespan and closes (committing) on shutdown."""
+    Args:
+        settings: Gateway settings (from the environment when omitted).
+        broker: An already-open broker to serve (tests); by default one is opened in the lifespan over
+            ``settings.warehouse`` and closed, committing what is pending, on shutdown.
+    """
     settings = settings or GatewaySettings()
+    metrics = GatewayMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        storage = Storage(settings.warehouse, settings.storage_options, fsync=settings.broker.fsync)
-        app.state.broker = Broker(storage, settings.broker)
+        own = broker is None
+        if broker is None:
+            storage = Storage(settings.warehouse, settings.storage_options, fsync=settings.broker.fsync)
+            app.state.broker = Broker(storage, settings.broker)
+        else:
+            app.state.broker = broker
+        metrics.broker = app.state.broker
         logger.info(
             "topiclake %s broker %d ready on warehouse %s",
             topiclake.__version__,
-            settings.broker.broker_id,
-            storage.root,
+            app.state.broker.config.broker_id,
+            app.state.broker.storage.root,
         )
         try:
             yield
         finally:
-            app.state.broker.close()
+            if own:
+                app.state.broker.close()
 
     app = FastAPI(
         title="topiclake",
         version=topiclake.__version__,
-        description="A Kafka-style streaming platform whose partitions are Delta Lake tables.",
+        description=_DESCRIPTION,
         lifespan=lifespan,
     )
     app.state.settings = settings
-
-    @app.get("/healthz", tags=["health"], summary="Liveness: the process answers")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/readyz", tags=["health"], summary="Readiness: the broker has its catalog open")
-    def readyz(broker: BrokerDep) -> dict[str, Any]:
-        return {
-            "status": "ready",
-            "broker_id": broker.config.broker_id,
-            "warehouse": broker.storage.root,
-            "topics": len(broker.list_topics()),
-        }
-
+    app.state.metrics = metrics
+    errors.install(app)
+    app.add_middleware(RequestCounter, metrics=metrics)
+    for module in (health, native_topics, native_records, rest_v2, rest_v3):
+        app.include_router(module.router)
     return app

@@ -5,6 +5,8 @@ This is what the HTTP gateway, the CLI and the tests talk to. It holds no HTTP a
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import random
 import threading
@@ -64,6 +66,12 @@ class Broker:
         self._closed = False
         logger.info("broker %d serving warehouse %s", self.config.broker_id, storage.root)
 
+    @property
+    def cluster_id(self) -> str:
+        """A stable id of the cluster: every broker over the same warehouse reports the same one."""
+        digest = hashlib.sha256(self.storage.root.encode()).digest()
+        return base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")
+
     # ------------------------------------------------------------------ admin
 
     def create_topic(
@@ -113,6 +121,11 @@ class Broker:
             log = self._logs.get(info.name)
         if log is not None:
             log.ensure_partitions(info)
+
+    def open_logs(self) -> list[TopicLog]:
+        """The topic logs opened so far (for metrics)."""
+        with self._lock:
+            return list(self._logs.values())
 
     def log(self, name: str) -> TopicLog:
         """The open log of a topic, opened (and its state recovered from the table) on first use."""

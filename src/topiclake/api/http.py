@@ -1,0 +1,75 @@
+"""Request plumbing shared by the routes: bounded body reading and content negotiation."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from topiclake.api.errors import HTTPError
+
+
+def media_type(request: Request) -> str:
+    """The request's Content-Type without parameters, lower-cased ('' when absent)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def require_media(request: Request, allowed: tuple[str, ...]) -> str:
+    """Return the request's media type if allowed, else raise 415 naming the accepted ones."""
+    mt = media_type(request)
+    if mt not in allowed:
+        raise HTTPError(
+            415,
+            415,
+            f"unsupported Content-Type {mt or '(none)'!r}; send one of: {', '.join(allowed)}",
+            code="unsupported_media_type",
+        )
+    return mt
+
+
+def negotiate(request: Request, offered: tuple[str, ...]) -> str:
+    """Pick the response media type from the Accept header (first offered when Accept is absent or */*).
+
+    Raises:
+        HTTPError: 406 when nothing offered is acceptable.
+    """
+    accept = request.headers.get("accept", "").strip()
+    if not accept:
+        return offered[0]
+    wanted = []
+    for part in accept.split(","):
+        fields = part.strip().split(";")
+        mt = fields[0].strip().lower()
+        q = 1.0
+        for f in fields[1:]:
+            name, _, value = f.strip().partition("=")
+            if name == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > 0:
+            wanted.append((q, mt))
+    for _q, mt in sorted(wanted, key=lambda t: -t[0]):
+        if mt in ("*/*", "application/*"):
+            return offered[0]
+        if mt in offered:
+            return mt
+    raise HTTPError(
+        406, 40601, f"cannot answer with {accept!r}; acceptable: {', '.join(offered)}", code="not_acceptable"
+    )
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing (413) more than ``limit`` bytes before reading them all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPError(
+            413, 41301, f"request body of {declared} bytes exceeds the limit of {limit}", "too_large"
+        )
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPError(413, 41301, f"request body exceeds the limit of {limit} bytes", "too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,132 @@
+"""Prometheus metrics of one gateway: requests, produce/fetch latency and volume, partition end offsets."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from topiclake.platform import Broker
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class _PartitionCollector(Collector):
+    """End offsets and commit counts read from the broker's open topic logs at scrape time."""
+
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        broker = self._metrics.broker
+        end = GaugeMetricFamily(
+            "topiclake_partition_end_offset", "High watermark of a partition", labels=["topic", "partition"]
+        )
+        commits = GaugeMetricFamily(
+            "topiclake_topic_commits", "Delta commits made by this broker", labels=["topic"]
+        )
+        fences = GaugeMetricFamily(
+            "topiclake_topic_fences", "Commits fenced by another writer on this topic", labels=["topic"]
+        )
+        if broker is not None:
+            for log in broker.open_logs():
+                stats: dict[str, Any] = log.stats()
+                for partition, hwm in stats["high_watermarks"].items():
+                    end.add_metric([log.topic, str(partition)], hwm)
+                commits.add_metric([log.topic], stats["commits"])
+                fences.add_metric([log.topic], stats["fences"])
+        yield end
+        yield commits
+        yield fences
+
+
+class GatewayMetrics:
+    """The metrics registry of one app (one per app, so tests can run several apps in one process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.broker: Broker | None = None
+        self.requests = Counter(
+            "topiclake_http_requests",
+            "HTTP requests by route template and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.produce_latency = Histogram(
+            "topiclake_produce_latency_seconds",
+            "Time to answer a produce request, by API and acks",
+            ["api", "acks"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.fetch_latency = Histogram(
+            "topiclake_fetch_latency_seconds",
+            "Time to answer a fetch (including long-poll wait)",
+            ["api"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.records_in = Counter(
+            "topiclake_produced_records", "Records accepted", ["topic"], registry=self.registry
+        )
+        self.bytes_in = Counter(
+            "topiclake_produced_bytes", "Key+value bytes accepted", ["topic"], registry=self.registry
+        )
+        self.records_out = Counter(
+            "topiclake_fetched_records", "Records returned to consumers", ["topic"], registry=self.registry
+        )
+        self.bytes_out = Counter(
+            "topiclake_fetched_bytes",
+            "Key+value bytes returned to consumers",
+            ["topic"],
+            registry=self.registry,
+        )
+        self.registry.register(_PartitionCollector(self))
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+    def produced(self, topic: str, records: int, nbytes: int, api: str, acks: str, started: float) -> None:
+        """Count one produce request."""
+        self.records_in.labels(topic).inc(records)
+        self.bytes_in.labels(topic).inc(nbytes)
+        self.produce_latency.labels(api, acks).observe(time.perf_counter() - started)
+
+    def fetched(self, topic: str, records: int, nbytes: int, api: str, started: float) -> None:
+        """Count one fetch."""
+        self.records_out.labels(topic).inc(records)
+        self.bytes_out.labels(topic).inc(nbytes)
+        self.fetch_latency.labels(api).observe(time.perf_counter() - started)
+
+
+class RequestCounter:
+    """Pure ASGI middleware counting requests by route template (cheap: no body buffering)."""
+
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            self.metrics.requests.labels(scope["method"], template, str(status)).inc()

@@ -1,0 +1,1 @@
+"""Routers of the gateway, one module per API area."""
