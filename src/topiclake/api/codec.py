@@ -1,4 +1,4 @@
-"""Keys and values between JSON bodies and bytes: ``json`` (any JSON value), ``binary`` (base64), ``string``."""
+"""Keys and values between JSON bodies and bytes: `json` (any JSON value), `binary` (base64), `string`."""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from topiclake.api.errors import HTTPError
 
@@ -73,3 +76,20 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise HTTPError(413, 41301, f"request body exceeds the limit of {limit} bytes", "too_large")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+class DuplexStreamingResponse(StreamingResponse):
+    """A streaming response that may read the request body while it streams.
+
+    Starlette's ``StreamingResponse`` watches for a client disconnect by consuming ``receive()``, which
+    would swallow the chunks of a request body still being read (full-duplex produce streams). This one only
+    sends; a client that goes away makes ``send`` fail, which ends the stream.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.stream_response(send)
+        except OSError as exc:  # the client went away
+            raise ClientDisconnect() from exc
+        if self.background is not None:
+            await self.background()

@@ -1,5 +1,172 @@
-"""(being written)"""
+"""Native API: topics admin, metadata, offsets and producer ids (``/v1``)."""
 
-from fastapi import APIRouter
+from __future__ import annotations
 
-router = APIRouter()
+from typing import Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from topiclake.api.deps import BrokerDep, SettingsDep, advertised
+from topiclake.platform import Broker, TopicInfo
+
+router = APIRouter(prefix="/v1", tags=["topics"])
+
+
+class TopicCreate(BaseModel):
+    """A topic to create."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"name": "orders", "partitions": 3, "configs": {"retention.ms": "86400000"}}]
+        },
+    )
+
+    name: str = Field(description="Kafka topic name: [a-zA-Z0-9._-], 1-249 characters.")
+    partitions: int = Field(1, description="Number of partitions (can only grow later).")
+    configs: dict[str, str | int] = Field(default_factory=dict, description="Kafka topic configs.")
+
+
+class ConfigChange(BaseModel):
+    """Configs to set and configs to reset to their defaults."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"set": {"retention.ms": "3600000"}, "delete": ["cleanup.policy"]}]},
+    )
+
+    set: dict[str, str | int] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+
+
+class PartitionGrowth(BaseModel):
+    """The new partition count of a topic (larger than the current one)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"count": 6}]})
+
+    count: int
+
+
+def topic_body(info: TopicInfo, broker: Broker | None = None) -> dict[str, Any]:
+    """The native JSON shape of a topic (with partition offsets when a broker is given)."""
+    body: dict[str, Any] = {
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "partitions": info.partitions,
+        "configs": info.config.to_kafka(),
+        "created_ms": info.created_ms,
+        "updated_ms": info.updated_ms,
+    }
+    if broker is not None:
+        body["offsets"] = [
+            {
+                "partition": p,
+                "beginning_offset": broker.list_offsets(info.name, p, "earliest"),
+                "end_offset": broker.list_offsets(info.name, p, "latest"),
+            }
+            for p in range(info.partitions)
+        ]
+    return body
+
+
+@router.get("/metadata", summary="Cluster metadata: brokers and the leader of every partition")
+def metadata(broker: BrokerDep, settings: SettingsDep) -> dict[str, Any]:
+    """What a client needs to find every partition's leader from any broker ("bootstrap")."""
+    host, port = advertised(settings)
+    me = broker.config.broker_id
+    return {
+        "cluster_id": broker.cluster_id,
+        "controller_id": me,
+        "brokers": [{"id": me, "host": host, "port": port}],
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition": p, "leader": me, "replicas": [me], "in_sync_replicas": [me]}
+                    for p in range(t.partitions)
+                ],
+            }
+            for t in broker.list_topics()
+        ],
+    }
+
+
+@router.get("/topics", summary="List topics")
+def list_topics(broker: BrokerDep) -> dict[str, Any]:
+    return {"topics": [topic_body(t) for t in broker.list_topics()]}
+
+
+@router.post("/topics", status_code=201, summary="Create a topic (and its Delta table)")
+def create_topic(body: TopicCreate, broker: BrokerDep) -> dict[str, Any]:
+    info = broker.create_topic(body.name, body.partitions, body.configs)
+    return topic_body(info, broker)
+
+
+@router.get("/topics/{topic}", summary="Describe a topic, with both ends of every partition")
+def describe_topic(topic: str, broker: BrokerDep) -> dict[str, Any]:
+    return topic_body(broker.describe_topic(topic), broker)
+
+
+@router.patch("/topics/{topic}/configs", summary="Set or reset topic configs")
+def alter_configs(topic: str, body: ConfigChange, broker: BrokerDep) -> dict[str, Any]:
+    return topic_body(broker.alter_topic_configs(topic, body.set, body.delete))
+
+
+@router.post("/topics/{topic}/partitions", summary="Increase the number of partitions (never decrease)")
+def increase_partitions(topic: str, body: PartitionGrowth, broker: BrokerDep) -> dict[str, Any]:
+    return topic_body(broker.increase_partitions(topic, body.count), broker)
+
+
+@router.delete("/topics/{topic}", status_code=204, summary="Delete a topic and its data")
+def delete_topic(topic: str, broker: BrokerDep) -> Response:
+    broker.delete_topic(topic)
+    return Response(status_code=204)
+
+
+@router.get("/topics/{topic}/partitions", summary="Partitions with leader and offsets")
+def list_partitions(topic: str, broker: BrokerDep) -> dict[str, Any]:
+    info = broker.describe_topic(topic)
+    me = broker.config.broker_id
+    return {
+        "topic": topic,
+        "partitions": [
+            {
+                "partition": p,
+                "leader": me,
+                "replicas": [me],
+                "in_sync_replicas": [me],
+                "beginning_offset": broker.list_offsets(topic, p, "earliest"),
+                "end_offset": broker.list_offsets(topic, p, "latest"),
+            }
+            for p in range(info.partitions)
+        ],
+    }
+
+
+@router.get("/topics/{topic}/partitions/{partition}/offsets", summary="Earliest, latest, and by timestamp")
+def offsets(
+    topic: str,
+    partition: int,
+    broker: BrokerDep,
+    timestamp: int | None = Query(None, description="Also find the first offset at or after this time (ms)."),
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "topic": topic,
+        "partition": partition,
+        "beginning_offset": broker.list_offsets(topic, partition, "earliest"),
+        "end_offset": broker.list_offsets(topic, partition, "latest"),
+    }
+    if timestamp is not None:
+        body["timestamp"] = timestamp
+        body["timestamp_offset"] = broker.list_offsets(topic, partition, timestamp)
+    return body
+
+
+@router.post("/producers", tags=["produce"], summary="A new idempotent producer id")
+def init_producer(broker: BrokerDep) -> dict[str, int]:
+    """Send ``producer: {id, epoch, sequence}`` with produce requests; record ``i`` of a request has
+    sequence ``sequence + i`` and the next request continues after the last. A retry with the same
+    sequence is answered with the original offsets and not written again."""
+    info = broker.init_producer()
+    return {"producer_id": info.producer_id, "epoch": info.epoch}
