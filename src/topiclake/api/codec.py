@@ -78,3 +78,9 @@ def encode_headers(headers: Any, encoding: str = "binary") -> list[tuple[str, by
             raise InvalidRecord("each header must be an object with a string 'key' and a 'value'")
         out.append((h["key"], encode(h.get("value"), encoding, what=f"header {h['key']!r}")))
     return out
+
+
+def header_dicts(headers: Any, encoding: str = "binary") -> list[dict[str, Any]] | None:
+    """Headers as Arrow-ready ``[{"key", "value"}]`` dicts (see :func:`encode_headers` for the inputs)."""
+    pairs = encode_headers(headers, encoding)
+    return None if pairs is None else [{"key": k, "value": v} for k, v in pairs]

@@ -176,6 +176,29 @@ class Broker:
             TopicNotFound, Throttled, OutOfOrderSequence, InvalidProducerEpoch, InvalidRecord: nothing
                 was written.
         """
+        if not records:
+            self.log(topic)  # an unknown topic is still an error
+            return []
+        table = records_to_arrow(records)
+        explicit = [r.partition for r in records]
+        return self.produce_table(
+            topic, table, explicit, partition=partition, acks=acks, producer=producer, timeout_ms=timeout_ms
+        )
+
+    def produce_table(
+        self,
+        topic: str,
+        table: pa.Table,
+        explicit: list[int | None] | None = None,
+        *,
+        partition: int | None = None,
+        acks: str | int = "all",
+        producer: ProducerInfo | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[RecordResult]:
+        """:meth:`produce` for records already in columns (``key``, ``value``, ``headers``,
+        ``timestamp_ms``, as :data:`~topiclake.platform.records.INPUT_SCHEMA`), with each record's explicit
+        partition or None in ``explicit``. The HTTP routes build these columns straight from JSON."""
         ack = normalize_acks(acks)
         log = self.log(topic)
         info = log.info
@@ -186,36 +209,55 @@ class Broker:
                 topic=topic,
                 partition=partition,
             )
+        n = table.num_rows
+        if n == 0:
+            return []
+        explicit = explicit if explicit is not None else [None] * n
         limit = info.config.max_message_bytes
-        results: list[RecordResult | None] = [None] * len(records)
-        ok: list[int] = []
-        for i, r in enumerate(records):
-            error = self._check_record(topic, r, limit, n_parts)
+        results: list[RecordResult | None] = [None] * n
+        failed = False
+        for i in _suspects(table, explicit, limit, n_parts):  # vectorized screen, then exact per-record check
+            error = self._check_row(topic, table, i, explicit[i], limit, n_parts)
             if error is not None:
-                results[i] = RecordResult(
-                    r.partition if r.partition is not None else partition, None, None, error
-                )
-            else:
-                ok.append(i)
-        if producer is not None and len(ok) != len(records):
-            first = next(res.error for res in results if res is not None and res.error is not None)
-            assert first is not None
-            raise first
-        if not ok:
-            return [r for r in results if r is not None]
-        chosen = [records[i] for i in ok]
-        targets = self._targets(chosen, partition, n_parts)
-        table = records_to_arrow(chosen)
+                failed = True
+                target = explicit[i] if explicit[i] is not None else partition
+                results[i] = RecordResult(target, None, None, error)
+        if failed:
+            if producer is not None:
+                raise next(r.error for r in results if r is not None and r.error is not None)
+            ok = [i for i, r in enumerate(results) if r is None]
+            if not ok:
+                return [r for r in results if r is not None]
+            table = table.take(pa.array(ok, pa.int64()))
+        else:
+            ok = list(range(n))
+        keys = table["key"].to_pylist() if partition is None else []
+        targets = self._targets(keys, [explicit[i] for i in ok], partition, n_parts)
         if producer is not None:
-            seqs = pa.array(range(producer.base_sequence, producer.base_sequence + len(chosen)), pa.int32())
+            seqs = pa.array(range(producer.base_sequence, producer.base_sequence + len(ok)), pa.int32())
             table = table.append_column("sequence", seqs)
-        batches, positions = _group(table, targets)
+        batches, rows = _group(table, targets)
         handle = log.append(batches, ack, producer)
         if ack == "all":
             self._wait(handle, topic, timeout_ms)
-        for j, (res_index, pos) in enumerate(zip(ok, positions, strict=True)):
-            results[res_index] = _result(handle, pos, j, producer, ack, chosen[j], info, targets[j])
-        return [r for r in results if r is not None]
+        log_append = info.config.message_timestamp_type == "LogAppendTime"
+        stamps = table["timestamp_ms"].to_pylist() if not log_append else [None] * len(ok)
+        if ack == "0":
+            for slot, target in zip(ok, targets, strict=True):
+                results[slot] = RecordResult(target, None, None)
+        elif handle.by_sequence is not None and producer is not None:
+            for j, slot in enumerate(ok):
+                found = handle.by_sequence.get(producer.base_sequence + j)
+                if found is None:
+                    gone = RequestTimedOut("the original of this retried record is no longer in the log")
+                    results[slot] = RecordResult(targets[j], None, None, gone)
+                else:
+                    results[slot] = RecordResult(found[0], found[1], None)
+        else:
+            for (part, base, _count), batch_rows in zip(handle.parts, rows, strict=True):
+                for k, row in enumerate(batch_rows):
+                    results[ok[row]] = RecordResult(part, base + k, stamps[row])
+        return results  # type: ignore[return-value]
 
     def produce_arrow(
         self,
@@ -271,16 +313,21 @@ class Broker:
                 topic=topic,
             ) from exc
 
-    def _check_record(self, topic: str, r: Record, limit: int, n_parts: int) -> TopiclakeError | None:
-        if r.partition is not None and not 0 <= r.partition < n_parts:
+    def _check_row(
+        self, topic: str, table: pa.Table, i: int, explicit: int | None, limit: int, n_parts: int
+    ) -> TopiclakeError | None:
+        if explicit is not None and not 0 <= explicit < n_parts:
             return PartitionNotFound(
-                f"topic {topic} has no partition {r.partition} (it has {n_parts})",
+                f"topic {topic} has no partition {explicit} (it has {n_parts})",
                 topic=topic,
-                partition=r.partition,
+                partition=explicit,
             )
-        if r.timestamp_ms is not None and r.timestamp_ms < 0:
-            return InvalidRecord(f"timestamp {r.timestamp_ms} is negative", topic=topic)
-        size = r.size()
+        row = table.slice(i, 1).to_pylist()[0]
+        ts = row["timestamp_ms"]
+        if ts is not None and ts < 0:
+            return InvalidRecord(f"timestamp {ts} is negative", topic=topic)
+        record = Record(row["key"], row["value"], [(h["key"], h["value"]) for h in row["headers"] or ()])
+        size = record.size()
         if size > limit:
             return RecordTooLarge(
                 f"record of {size} bytes is larger than max.message.bytes={limit} of topic {topic}",
@@ -289,11 +336,15 @@ class Broker:
             )
         return None
 
-    def _targets(self, records: Sequence[Record], partition: int | None, n_parts: int) -> list[int]:
+    def _targets(
+        self, keys: list[bytes | None], explicit: list[int | None], partition: int | None, n_parts: int
+    ) -> list[int]:
         if partition is not None:
-            return [partition] * len(records)
-        targets = self.partitioner.assign([r.key for r in records], n_parts)
-        return [r.partition if r.partition is not None else t for r, t in zip(records, targets, strict=True)]
+            return [partition] * len(explicit)
+        targets = self.partitioner.assign(keys, n_parts)
+        if any(p is not None for p in explicit):
+            return [t if p is None else p for p, t in zip(explicit, targets, strict=True)]
+        return targets
 
     # ------------------------------------------------------------------ read
 
@@ -361,41 +412,37 @@ def _conform(table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=INPUT_SCHEMA)
 
 
-def _group(table: pa.Table, targets: list[int]) -> tuple[list[tuple[int, pa.Table]], list[tuple[int, int]]]:
-    """Split the input rows by partition, keeping order; return batches and each row's (batch, index)."""
+def _group(table: pa.Table, targets: list[int]) -> tuple[list[tuple[int, pa.Table]], list[list[int]]]:
+    """Split rows by target partition, keeping their order: the batches and each batch's row numbers."""
+    first = targets[0]
+    if all(t == first for t in targets):
+        return [(first, table)], [list(range(len(targets)))]
     order: dict[int, list[int]] = {}
-    positions: list[tuple[int, int]] = []
-    batch_of: dict[int, int] = {}
     for row, p in enumerate(targets):
-        rows = order.get(p)
-        if rows is None:
-            rows = order[p] = []
-            batch_of[p] = len(batch_of)
-        positions.append((batch_of[p], len(rows)))
-        rows.append(row)
-    if len(order) == 1:
-        (p,) = order
-        return [(p, table)], positions
-    return [(p, table.take(pa.array(rows))) for p, rows in order.items()], positions
+        order.setdefault(p, []).append(row)
+    return [(p, table.take(pa.array(rows, pa.int64()))) for p, rows in order.items()], list(order.values())
 
 
-def _result(
-    handle: AppendHandle,
-    pos: tuple[int, int],
-    j: int,
-    producer: ProducerInfo | None,
-    ack: str,
-    record: Record,
-    info: TopicInfo,
-    target: int,
-) -> RecordResult:
-    if ack == "0":
-        return RecordResult(target, None, None)
-    if handle.by_sequence is not None and producer is not None:
-        found = handle.by_sequence.get(producer.base_sequence + j)
-        if found is None:
-            return RecordResult(target, None, None, RequestTimedOut("original of this retry is gone"))
-        return RecordResult(found[0], found[1], None)
-    partition, base, _count = handle.parts[pos[0]]
-    log_append = info.config.message_timestamp_type == "LogAppendTime"
-    return RecordResult(partition, base + pos[1], None if log_append else record.timestamp_ms)
+def _suspects(table: pa.Table, explicit: list[int | None], limit: int, n_parts: int) -> list[int]:
+    """Rows that may break a rule (size, timestamp, partition), found with columnar work only."""
+    size = pc.add(
+        pc.fill_null(pc.binary_length(table["key"]), 0), pc.fill_null(pc.binary_length(table["value"]), 0)
+    )
+    headers = table["headers"].combine_chunks()
+    if headers.null_count < len(headers):
+        flat = pc.list_flatten(headers)
+        if len(flat):
+            lengths = pc.add(
+                pc.binary_length(pc.struct_field(flat, "key")),
+                pc.fill_null(pc.binary_length(pc.struct_field(flat, "value")), 0),
+            )
+            parents = pc.list_parent_indices(headers)
+            sums = pa.table({"row": parents, "n": lengths}).group_by("row").aggregate([("n", "sum")])
+            extra = [0] * len(headers)
+            for row, n in zip(sums["row"].to_pylist(), sums["n_sum"].to_pylist(), strict=True):
+                extra[row] = n
+            size = pc.add(size, pa.array(extra, pa.int64()))
+    bad = pc.or_(pc.greater(size, limit), pc.fill_null(pc.less(table["timestamp_ms"], 0), False))
+    rows = set(pc.indices_nonzero(bad).to_pylist())
+    rows.update(i for i, p in enumerate(explicit) if p is not None and not 0 <= p < n_parts)
+    return sorted(rows)

@@ -28,6 +28,7 @@ _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _R = 24
 _MASK32 = 0xFFFFFFFF
+_CACHE_KEYS = 100_000
 
 
 def murmur2(data: bytes | bytearray | memoryview) -> int:
@@ -109,6 +110,7 @@ class Partitioner:
     def __init__(self, seed: int | None = None) -> None:
         self._lock = threading.Lock()
         self._counter = random.randrange(0x7FFFFFFF) if seed is None else seed
+        self._hashes: dict[bytes, int] = {}
 
     def _reserve(self, count: int) -> int:
         """Reserve ``count`` consecutive round-robin slots and return the first."""
@@ -147,8 +149,11 @@ class Partitioner:
         rr = self._reserve(keyless) if keyless else 0
         if n == 1:
             return [0] * len(keys_list)
-        # Keys repeat within a batch more often than not; hashing each distinct key once is cheaper.
-        seen: dict[bytes, int] = {}
+        # Keys repeat, within a batch and across requests (customer ids, device ids): a bounded cache of
+        # positive hashes saves the pure-Python murmur2 (~1-2 us a key) for all but the first sighting.
+        cache = self._hashes
+        if len(cache) > _CACHE_KEYS:
+            cache.clear()
         out: list[int] = []
         append = out.append
         for key in keys_list:
@@ -156,11 +161,11 @@ class Partitioner:
                 append(rr % n)
                 rr += 1
                 continue
-            part = seen.get(key)
-            if part is None:
-                part = (murmur2(key) & 0x7FFFFFFF) % n
-                seen[key] = part
-            append(part)
+            h = cache.get(key)
+            if h is None:
+                h = murmur2(key) & 0x7FFFFFFF
+                cache[key] = h
+            append(h % n)
         return out
 
     def assign_arrow(self, keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> pa.Int32Array:

@@ -19,8 +19,9 @@ from topiclake.api.deps import BrokerDep, MetricsDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import DuplexStreamingResponse, negotiate, read_body, require_media
 from topiclake.errors import InvalidRecord, TopiclakeError
-from topiclake.platform import Broker, ProducerInfo, Record, RecordResult
-from topiclake.platform.records import normalize_acks
+from topiclake.platform import Broker, ProducerInfo, RecordResult
+from topiclake.platform.records import INPUT_SCHEMA, normalize_acks
+from topiclake.schemas import HEADERS_TYPE
 
 router = APIRouter(prefix="/v1", tags=["records"])
 
@@ -37,26 +38,60 @@ _PRODUCE_EXAMPLE = {
 }
 
 
-def _record(obj: Any, encoding: str) -> Record:
-    if isinstance(obj, InvalidRecord):  # a stream line that was not JSON
-        raise obj
-    if not isinstance(obj, dict):
-        raise InvalidRecord(
-            "each record must be a JSON object with key, value, headers, partition, timestamp"
-        )
-    partition = obj.get("partition")
-    timestamp = obj.get("timestamp")
-    if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
-        raise InvalidRecord(f"partition must be an integer, not {partition!r}")
-    if timestamp is not None and (not isinstance(timestamp, int) or isinstance(timestamp, bool)):
-        raise InvalidRecord(f"timestamp must be an integer (ms since the epoch), not {timestamp!r}")
-    return Record(
-        key=codec.encode(obj.get("key"), encoding, "key"),
-        value=codec.encode(obj.get("value"), encoding, "value"),
-        headers=codec.encode_headers(obj.get("headers"), "string" if encoding != "binary" else "binary"),
-        timestamp_ms=timestamp,
-        partition=partition,
+def _columns(objs: list[Any], encoding: str) -> tuple[pa.Table, list[int | None], dict[int, InvalidRecord]]:
+    """Input columns for the records that can be encoded, their explicit partitions, and the errors of
+    those that cannot (by position in ``objs``). One pass, no per-record objects."""
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[list[dict[str, Any]] | None] = []
+    stamps: list[int | None] = []
+    explicit: list[int | None] = []
+    errors: dict[int, InvalidRecord] = {}
+    as_json = encoding == "json"
+    header_encoding = "binary" if encoding == "binary" else "string"
+    dumps = orjson.dumps
+    for i, obj in enumerate(objs):
+        try:
+            if isinstance(obj, InvalidRecord):  # a stream line that was not JSON
+                raise obj
+            if not isinstance(obj, dict):
+                raise InvalidRecord(
+                    "each record must be a JSON object with key, value, headers, partition, timestamp"
+                )
+            k = obj.get("key")
+            v = obj.get("value")
+            if as_json:
+                key = None if k is None else dumps(k)
+                value = None if v is None else dumps(v)
+            else:
+                key = codec.encode(k, encoding, "key")
+                value = codec.encode(v, encoding, "value")
+            h = obj.get("headers")
+            hdrs = None if h is None else codec.header_dicts(h, header_encoding)
+            partition = obj.get("partition")
+            if partition is not None and (type(partition) is not int):
+                raise InvalidRecord(f"partition must be an integer, not {partition!r}")
+            ts = obj.get("timestamp")
+            if ts is not None and type(ts) is not int:
+                raise InvalidRecord(f"timestamp must be an integer (ms since the epoch), not {ts!r}")
+        except InvalidRecord as exc:
+            errors[i] = exc
+            continue
+        keys.append(key)
+        values.append(value)
+        headers.append(hdrs)
+        stamps.append(ts)
+        explicit.append(partition)
+    table = pa.Table.from_arrays(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array(headers, HEADERS_TYPE),
+            pa.array(stamps, pa.int64()),
+        ],
+        schema=INPUT_SCHEMA,
     )
+    return table, explicit, errors
 
 
 def _producer(obj: Any) -> ProducerInfo | None:
@@ -79,23 +114,19 @@ def _produce_objects(
 ) -> tuple[list[dict[str, Any]], int]:
     """Encode and produce; a record that cannot be encoded gets its own error (all or nothing with a
     producer id). Returns the result objects in order and the bytes produced."""
-    records: list[Record] = []
-    slots: list[int] = []
-    results: list[dict[str, Any] | None] = [None] * len(objs)
-    for i, obj in enumerate(objs):
-        try:
-            records.append(_record(obj, encoding))
-            slots.append(i)
-        except InvalidRecord as exc:
-            if producer is not None:
-                raise
-            results[i] = _result_body(RecordResult(None, None, None, exc))
-    nbytes = sum(len(r.key or b"") + len(r.value or b"") for r in records)
-    if records:
-        produced = broker.produce(topic, records, partition=partition, acks=acks, producer=producer)
-        for slot, res in zip(slots, produced, strict=True):
-            results[slot] = _result_body(res)
-    return [r for r in results if r is not None], nbytes
+    table, explicit, errors = _columns(objs, encoding)
+    if errors and producer is not None:
+        raise next(iter(errors.values()))
+    nbytes = sum(table[c].nbytes for c in ("key", "value"))
+    produced = broker.produce_table(topic, table, explicit, partition=partition, acks=acks, producer=producer)
+    if not errors:
+        return [_result_body(r) for r in produced], nbytes
+    results: list[dict[str, Any]] = []
+    done = iter(produced)
+    for i in range(len(objs)):
+        failed = errors.get(i)
+        results.append(_result_body(RecordResult(None, None, None, failed) if failed else next(done)))
+    return results, nbytes
 
 
 def _result_body(res: RecordResult) -> dict[str, Any]:
