@@ -44,6 +44,13 @@ ERROR_TABLE: dict[type[e.TopiclakeError], tuple[int, int]] = {
     e.Forbidden: (403, 40301),
 }
 
+#: REST Proxy v3 admin routes answer an unknown topic or partition with 40403 ("This server does not host
+#: this topic-partition"), where v2 answers 40401/40402.
+V3_OVERRIDES: dict[type[e.TopiclakeError], tuple[int, int]] = {
+    e.TopicNotFound: (404, 40403),
+    e.PartitionNotFound: (404, 40403),
+}
+
 _NATIVE_PREFIXES = ("/v1/", "/healthz", "/readyz", "/metrics")
 
 
@@ -64,14 +71,24 @@ class HTTPError(e.TopiclakeError):
         self.code = code
 
 
-def status_for(exc: e.TopiclakeError) -> tuple[int, int]:
-    """HTTP status and Confluent error code for an error."""
+def status_for(exc: e.TopiclakeError, path: str = "") -> tuple[int, int]:
+    """HTTP status and Confluent error code for an error (``path`` picks the v3 variants)."""
     if isinstance(exc, HTTPError):
         return exc.status, exc.error_code
+    table = (
+        {**ERROR_TABLE, **V3_OVERRIDES}
+        if path.startswith("/v3/") and not _is_v3_produce(path)
+        else ERROR_TABLE
+    )
     for cls in type(exc).__mro__:
-        if cls in ERROR_TABLE:
-            return ERROR_TABLE[cls]
+        if cls in table:
+            return table[cls]
     return 500, 50002
+
+
+def _is_v3_produce(path: str) -> bool:
+    # v3 produce answers a missing topic with 40401 before its stream opens (Confluent's "topic not present")
+    return path.endswith(("/records", "/records:batch"))
 
 
 def is_native(path: str) -> bool:
@@ -79,9 +96,9 @@ def is_native(path: str) -> bool:
     return path.startswith(_NATIVE_PREFIXES)
 
 
-def confluent_body(exc: e.TopiclakeError) -> dict[str, Any]:
+def confluent_body(exc: e.TopiclakeError, path: str = "") -> dict[str, Any]:
     """Confluent's error body for an error."""
-    return {"error_code": status_for(exc)[1], "message": exc.message}
+    return {"error_code": status_for(exc, path)[1], "message": exc.message}
 
 
 def native_body(exc: e.TopiclakeError) -> dict[str, Any]:
@@ -91,8 +108,9 @@ def native_body(exc: e.TopiclakeError) -> dict[str, Any]:
 
 def error_response(request: Request, exc: e.TopiclakeError) -> Response:
     """Render an error in the shape of the API family the request belongs to."""
-    status, _ = status_for(exc)
-    body = native_body(exc) if is_native(request.url.path) else confluent_body(exc)
+    path = request.url.path
+    status, _ = status_for(exc, path)
+    body = native_body(exc) if is_native(path) else confluent_body(exc, path)
     headers = {}
     if isinstance(exc, e.Throttled):
         headers["Retry-After"] = str(max(1, -(-exc.retry_after_ms // 1000)))
