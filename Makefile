@@ -38,6 +38,7 @@ format: install
 
 bench: install
 	$(PY) bench/core_commit.py
+	$(PY) bench/http_bench.py
 
 bench-smoke: install
 	$(PY) bench/core_commit.py --smoke
