@@ -363,11 +363,25 @@ def test_metrics_and_openapi(gateway: Gateway) -> None:
 
 def test_huge_headers_count_against_the_record_limit(gateway: Gateway) -> None:
     gateway.broker.create_topic("t", configs={"max.message.bytes": "10000"})
-    big = {"records": [{"value": "ok", "headers": {"h": "x" * 20_000}}, {"value": "ok", "headers": {"h": "small"}}]}
+    big = {
+        "records": [
+            {"value": "ok", "headers": {"h": "x" * 20_000}},
+            {"value": "ok", "headers": {"h": "small"}},
+        ]
+    }
     res = gateway.client.post("/v1/topics/t/records?encoding=string", json=big).json()["results"]
     assert res[0]["error"]["code"] == "record_too_large" and res[1]["offset"] == 0
-    many = {"records": [{"value": "dg==", "headers": [{"key": f"k{i}", "value": "eA=="} for i in range(5000)]}]}
+    many = {
+        "records": [{"value": "dg==", "headers": [{"key": f"k{i}", "value": "eA=="} for i in range(5000)]}]
+    }
     res = gateway.client.post("/v1/topics/t/records?encoding=binary", json=many).json()["results"]
     assert res[0]["error"]["code"] == "record_too_large"
     rows = table_rows(gateway, "t")
     assert rows.num_rows == 1 and rows["headers"].to_pylist() == [[{"key": "h", "value": b"small"}]]
+
+
+def test_ndjson_to_an_unknown_topic_is_a_404(gateway: Gateway) -> None:
+    r = gateway.client.post(
+        "/v1/topics/nope/records", content=b'{"value": 1}\n', headers={"content-type": "application/x-ndjson"}
+    )
+    assert r.status_code == 404 and r.json()["error"]["code"] == "topic_not_found"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
@@ -151,3 +152,23 @@ def read_file(fs: pafs.FileSystem, f: DataFile) -> pa.Table:
     if n > 1 and not pc.all(pc.greater(offsets[1:], offsets[:-1])).as_py():
         table = table.sort_by("offset")
     return table
+
+
+def read_files(fs: pafs.FileSystem, files: list[DataFile], min_offset: int) -> pa.Table:
+    """Read several data files at once (in parallel) into one table ordered by offset, keeping only
+    offsets >= ``min_offset``; the partition columns are restored from each file's Delta partition values."""
+    if not files:
+        return TOPIC_SCHEMA.empty_table()
+    dataset = ds.FileSystemDataset.from_paths(
+        [f.path for f in files],
+        schema=TOPIC_SCHEMA,
+        format=ds.ParquetFileFormat(),
+        filesystem=fs,
+        partitions=[
+            (pc.field("partition") == pa.scalar(f.partition, pa.int32()))
+            & (pc.field("segment") == pa.scalar(f.segment, pa.int64()))
+            for f in files
+        ],
+    )
+    table = dataset.to_table(filter=pc.field("offset") >= min_offset, use_threads=True)
+    return table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA).sort_by("offset")

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -39,7 +39,7 @@ from topiclake.errors import (
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicInfo
 from topiclake.platform.config import BrokerConfig
-from topiclake.platform.file_index import FileIndex, build_index, read_file
+from topiclake.platform.file_index import DataFile, FileIndex, build_index, read_file, read_files
 from topiclake.platform.producer_state import (
     Duplicate,
     ProducerStates,
@@ -671,18 +671,14 @@ class TopicLog:
             end = index.end_offset(partition)
             if end is None or end <= offset:
                 index = self._refresh_index(min_version=self._dt.version())
+            wanted = _enough(index.files_from(partition, offset), offset, max_records, max_bytes)
             try:
-                return bounded_concat(self._iter_files(index, partition, offset), max_records, max_bytes)
+                table = read_files(self._fs, wanted, offset)
             except FileNotFoundError:  # files compacted and vacuumed under a stale index
                 logger.info("topic %s partition %d: index stale, rebuilding", self.topic, partition)
+                continue
+            return bounded_concat([table], max_records, max_bytes)
         return None
-
-    def _iter_files(self, index: FileIndex, partition: int, offset: int) -> Iterator[pa.Table]:
-        for f in index.files_from(partition, offset):
-            table = read_file(self._fs, f)
-            table = table.filter(pc.greater_equal(table["offset"], offset))
-            if table.num_rows:
-                yield table
 
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
         """The earliest offset whose timestamp is >= ``timestamp_ms``, or None if there is none."""
@@ -723,3 +719,20 @@ class TopicLog:
             "fences": self.fences,
             "high_watermarks": {p: part.high_watermark for p, part in self._parts.items()},
         }
+
+
+def _enough(files: list[DataFile], offset: int, max_records: int, max_bytes: int) -> list[DataFile]:
+    """The first files (in offset order) that together hold ``max_records`` records from ``offset``, or
+    clearly more than ``max_bytes``: what one fetch needs to read. Compressed file size overstates small
+    files (each carries a few KB of Parquet footer), so it is only a loose guard; the exact byte limit is
+    applied to the records read."""
+    chosen: list[DataFile] = []
+    records = 0
+    size = 0
+    for f in files:
+        chosen.append(f)
+        records += f.max_offset - max(f.min_offset, offset) + 1 if f.num_records else 0
+        size += f.size_bytes
+        if records >= max_records or size >= 4 * max_bytes + 64 * 1024:
+            break
+    return chosen

@@ -186,6 +186,9 @@ async def produce(
         raise InvalidRecord(f"unknown encoding {encoding!r}: use json, binary or string")
     mt = require_media(request, (JSON, NDJSON, ARROW))
     if mt == NDJSON:
+        await run_in_threadpool(
+            broker.describe_topic, topic
+        )  # an unknown topic is a 404, not a stream of errors
         return DuplexStreamingResponse(
             _produce_stream(request, broker, metrics, settings, topic, encoding, partition, ack, started),
             media_type=NDJSON,

@@ -156,10 +156,9 @@ def offsets(
         "partition": partition,
         "beginning_offset": broker.list_offsets(topic, partition, "earliest"),
         "end_offset": broker.list_offsets(topic, partition, "latest"),
+        "timestamp": timestamp,
+        "timestamp_offset": None if timestamp is None else broker.list_offsets(topic, partition, timestamp),
     }
-    if timestamp is not None:
-        body["timestamp"] = timestamp
-        body["timestamp_offset"] = broker.list_offsets(topic, partition, timestamp)
     return body
 
 
