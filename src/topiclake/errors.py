@@ -166,3 +166,59 @@ class BrokerClosed(TopiclakeError):
 
     code = "broker_closed"
     retriable = True
+
+
+# -- consumer groups ---------------------------------------------------------------------------------------
+
+
+class GroupNotFound(TopiclakeError):
+    """The consumer group has no members and no committed offsets (or was deleted)."""
+
+    code = "group_not_found"
+
+
+class UnknownMemberId(TopiclakeError):
+    """The member is not (or no longer) in the group, e.g. its session expired: join again without an id."""
+
+    code = "unknown_member_id"
+
+
+class IllegalGeneration(TopiclakeError):
+    """The member's generation is stale: the group rebalanced without it. Join the group again."""
+
+    code = "illegal_generation"
+
+
+#: Another name for :class:`IllegalGeneration` (KIP-848 calls it a stale member epoch).
+StaleGeneration = IllegalGeneration
+
+
+class RebalanceInProgress(TopiclakeError):
+    """The group rebalanced since the member last heard: heartbeat to learn the new assignment, then retry."""
+
+    code = "rebalance_in_progress"
+    retriable = True
+
+
+class GroupNotEmpty(TopiclakeError):
+    """The operation needs a group without active members (reset offsets, delete, simple commit)."""
+
+    code = "group_not_empty"
+
+
+class InconsistentGroupProtocol(TopiclakeError):
+    """The member asks for an assignor other than the one the group's members use."""
+
+    code = "inconsistent_group_protocol"
+
+
+class NoOffsetForPartition(OffsetOutOfRange):
+    """The group has no committed offset for the partition and ``auto.offset.reset`` is ``none``."""
+
+    code = "no_offset_for_partition"
+
+
+class ConsumerInstanceNotFound(TopiclakeError):
+    """No such consumer instance (REST Proxy v2) in the group; it may have been removed when idle."""
+
+    code = "consumer_instance_not_found"

@@ -33,5 +33,13 @@ class GatewaySettings(BaseSettings):
     max_request_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond it)."
     )
+    consumer_instance_timeout_ms: int = Field(
+        300_000,
+        ge=100,
+        description="A REST Proxy consumer instance idle this long is removed from its group.",
+    )
+    consumer_request_timeout_ms: int = Field(
+        1_000, ge=0, description="Longest wait of a REST Proxy consumer read when no record is there."
+    )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     broker: BrokerConfig = Field(default_factory=BrokerConfig, description="Broker id and tuning.")

@@ -16,6 +16,7 @@ that was never acknowledged. ``ACKFILE.ready`` is created once the first produce
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import sys
@@ -94,7 +95,9 @@ def main(argv: list[str]) -> int:
     warehouse, ack_path, seed_text, run = argv[:4]
     idempotent = "--idempotent" in argv[4:]
     seed = int(seed_text)
-    broker = Broker(Storage(warehouse), BrokerConfig(linger_ms=2))
+    # TOPICLAKE_CRASH_BROKER_CONFIG: JSON of BrokerConfig fields (e.g. aggressive maintenance)
+    overrides = json.loads(os.environ.get("TOPICLAKE_CRASH_BROKER_CONFIG", "{}"))
+    broker = Broker(Storage(warehouse), BrokerConfig(**{"linger_ms": 2, **overrides}))
     with contextlib.suppress(TopicExists):
         broker.create_topic(TOPIC, partitions=PARTITIONS)
     log = AckLog(ack_path)

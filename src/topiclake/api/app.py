@@ -10,8 +10,18 @@ from fastapi import FastAPI
 
 import topiclake
 from topiclake.api import errors
+from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.metrics import GatewayMetrics, RequestCounter
-from topiclake.api.routes import health, native_records, native_topics, rest_v2, rest_v3
+from topiclake.api.routes import (
+    health,
+    native_groups,
+    native_records,
+    native_topics,
+    rest_v2,
+    rest_v2_consumers,
+    rest_v3,
+    rest_v3_groups,
+)
 from topiclake.platform import Broker, Storage
 from topiclake.settings import GatewaySettings
 
@@ -48,6 +58,13 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
         else:
             app.state.broker = broker
         metrics.broker = app.state.broker
+        app.state.groups = app.state.broker.groups
+        app.state.consumer_instances = ConsumerInstanceManager(
+            app.state.broker,
+            app.state.groups,
+            instance_timeout_ms=settings.consumer_instance_timeout_ms,
+            request_timeout_ms=settings.consumer_request_timeout_ms,
+        )
         logger.info(
             "topiclake %s broker %d ready on warehouse %s",
             topiclake.__version__,
@@ -57,6 +74,7 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
         try:
             yield
         finally:
+            app.state.consumer_instances.close()  # instances commit (with auto commit) and leave
             if own:
                 app.state.broker.close()
 
@@ -70,6 +88,15 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
     app.state.metrics = metrics
     errors.install(app)
     app.add_middleware(RequestCounter, metrics=metrics)
-    for module in (health, native_topics, native_records, rest_v2, rest_v3):
+    for module in (
+        health,
+        native_topics,
+        native_records,
+        native_groups,
+        rest_v2,
+        rest_v2_consumers,
+        rest_v3,
+        rest_v3_groups,
+    ):
         app.include_router(module.router)
     return app

@@ -42,6 +42,13 @@ ERROR_TABLE: dict[type[e.TopiclakeError], tuple[int, int]] = {
     e.BrokerClosed: (503, 50003),
     e.Unauthorized: (401, 40101),
     e.Forbidden: (403, 40301),
+    e.GroupNotFound: (404, 40403),
+    e.UnknownMemberId: (404, 40403),
+    e.ConsumerInstanceNotFound: (404, 40403),
+    e.IllegalGeneration: (409, 40903),
+    e.RebalanceInProgress: (409, 40903),
+    e.GroupNotEmpty: (409, 40903),
+    e.InconsistentGroupProtocol: (409, 40903),
 }
 
 #: REST Proxy v3 admin routes answer an unknown topic or partition with 40403 ("This server does not host

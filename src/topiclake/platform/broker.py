@@ -29,6 +29,8 @@ from topiclake.errors import (
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicCatalog, TopicInfo
 from topiclake.platform.config import BrokerConfig
+from topiclake.platform.group_coordinator import GroupCoordinator
+from topiclake.platform.maintenance import Maintenance
 from topiclake.platform.partitioner import Partitioner
 from topiclake.platform.records import (
     INPUT_SCHEMA,
@@ -64,6 +66,11 @@ class Broker:
         self._logs: dict[str, TopicLog] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.groups = GroupCoordinator(self)
+        self._maintenance: Maintenance | None = None
+        if self.config.maintenance:
+            self._maintenance = Maintenance(lambda: [log.maintainer for log in self.open_logs()], self.config)
+            self._maintenance.start()
         logger.info("broker %d serving warehouse %s", self.config.broker_id, storage.root)
 
     @property
@@ -386,6 +393,9 @@ class Broker:
 
     def close(self) -> None:
         """Commit what is pending and close every topic log."""
+        if self._maintenance is not None:
+            self._maintenance.close()
+        self.groups.close()
         with self._lock:
             self._closed = True
             logs = list(self._logs.values())

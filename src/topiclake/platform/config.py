@@ -38,6 +38,32 @@ class BrokerConfig(BaseModel):
     request_timeout_ms: int = Field(
         30_000, ge=1, description="How long an acks=all produce waits for its commit."
     )
+    maintenance: bool = Field(
+        True,
+        description="Keep topic tables lean while producing: checkpoints, log cleanup, compaction, vacuum "
+        "(a background thread per broker). Off: delta-rs checkpoints in the commit path and nothing is "
+        "compacted.",
+    )
+    maintenance_interval_ms: int = Field(500, ge=10, description="How often maintenance looks at each topic.")
+    checkpoint_interval: int = Field(20, ge=1, description="Versions between Delta checkpoints.")
+    log_retention_ms: int = Field(
+        10_000,
+        ge=0,
+        description="Delta log entries older than this (and than the last checkpoint) are deleted: the "
+        "Delta time-travel window. Longer windows keep more files in _delta_log and slow every commit.",
+    )
+    compact_min_files: int = Field(
+        16, ge=2, description="Compact a (partition, segment) once it has this many small files."
+    )
+    compact_target_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Target size of compacted files (files under 1/4 are small)."
+    )
+    vacuum_interval_ms: int = Field(
+        300_000, ge=1000, description="How often unreferenced files are vacuumed."
+    )
+    vacuum_retention_hours: int = Field(
+        1, ge=0, description="Files unreferenced for less than this are kept for readers still using them."
+    )
     fsync: bool = Field(
         False,
         description="fsync data and log files of every commit on a local warehouse (survives an OS crash, "

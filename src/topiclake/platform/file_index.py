@@ -7,7 +7,6 @@ opens only the files that overlap the offsets it wants, never every file of the 
 
 from __future__ import annotations
 
-import bisect
 import logging
 from dataclasses import dataclass
 
@@ -53,7 +52,6 @@ class FileIndex:
         self._by_partition: dict[int, list[DataFile]] = {}
         for f in sorted(files, key=lambda f: (f.partition, f.min_offset)):
             self._by_partition.setdefault(f.partition, []).append(f)
-        self._mins = {p: [f.min_offset for f in fs] for p, fs in self._by_partition.items()}
 
     def partitions(self) -> list[int]:
         """Partitions that have at least one data file."""
@@ -64,10 +62,12 @@ class FileIndex:
         return list(self._by_partition.get(partition, ()))
 
     def files_from(self, partition: int, offset: int) -> list[DataFile]:
-        """Files of a partition holding offsets >= ``offset``, in offset order."""
-        files = self._by_partition.get(partition, [])
-        i = bisect.bisect_right(self._mins.get(partition, []), offset) - 1
-        return files[max(i, 0) :] if files and (i < 0 or files[i].max_offset >= offset) else files[i + 1 :]
+        """Files of a partition holding offsets >= ``offset``, ordered by their first offset.
+
+        Files may overlap in offset range (a compaction can bin-pack files in any order), so this is a scan
+        over the partition's files, which compaction keeps few.
+        """
+        return [f for f in self._by_partition.get(partition, ()) if f.max_offset >= offset]
 
     def log_start_offset(self, partition: int) -> int | None:
         """Smallest offset still in the table for a partition, or None if it has no files."""

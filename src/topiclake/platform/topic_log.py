@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError
 
 from topiclake.errors import (
@@ -40,6 +40,7 @@ from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicInfo
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.file_index import DataFile, FileIndex, build_index, read_file, read_files
+from topiclake.platform.maintenance import TableMaintainer, log_retention_property
 from topiclake.platform.producer_state import (
     Duplicate,
     ProducerStates,
@@ -150,6 +151,13 @@ class TopicLog:
         self.fences = 0
         self.commit_latencies_ms: list[float] = []
         self._dt = self._open_table()
+        self.maintainer = TableMaintainer(self.topic, self.uri, storage, config)
+        # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
+        self._hooks = (
+            PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+            if config.maintenance
+            else None
+        )
         self._producers = ProducerStates(self._load_producer)
         self._parts: dict[int, _Partition] = {}
         self._recover(info.partitions)
@@ -167,7 +175,7 @@ class TopicLog:
                         self.uri,
                         TOPIC_SCHEMA,
                         partition_by=list(PARTITION_COLUMNS),
-                        configuration=TOPIC_TABLE_PROPERTIES,
+                        configuration=self._table_properties(),
                         storage_options=opts,
                         name=self.topic,
                     )
@@ -179,7 +187,25 @@ class TopicLog:
         except _FOREIGN_ERRORS as exc:
             raise StorageError(f"cannot open topic table {self.uri}: {exc}", topic=self.topic) from exc
         self._check_table(dt)
+        wanted = self._table_properties()["delta.logRetentionDuration"]
+        if (
+            self._config.maintenance
+            and dt.metadata().configuration.get("delta.logRetentionDuration") != wanted
+        ):
+            try:
+                dt.alter.set_table_properties({"delta.logRetentionDuration": wanted})
+            except _FOREIGN_ERRORS as exc:  # another broker or job changed the table: try next time
+                logger.warning("topic %s: cannot set the log retention: %s", self.topic, exc)
         return dt
+
+    def _table_properties(self) -> dict[str, str]:
+        props = dict(TOPIC_TABLE_PROPERTIES)
+        props["delta.checkpointInterval"] = str(self._config.checkpoint_interval)
+        if self._config.maintenance:
+            props["delta.logRetentionDuration"] = log_retention_property(self._config.log_retention_ms)
+        else:
+            props["delta.logRetentionDuration"] = "interval 30 days"
+        return props
 
     def _check_table(self, dt: DeltaTable) -> None:
         conf = dt.metadata().configuration
@@ -486,6 +512,7 @@ class TopicLog:
                             "topiclake.broker": str(self._config.broker_id),
                         },
                     ),
+                    post_commithook_properties=self._hooks,
                 )
                 self._storage.sync_commit(self.uri, self._dt.version())
                 return
@@ -598,15 +625,20 @@ class TopicLog:
         with self._index_lock:
             index = self._index
             if force or index is None or (min_version is not None and index.version < min_version):
-                try:
-                    reader = DeltaTable(self.uri, storage_options=self._storage.options())
-                    index = build_index(reader, self._fs)
-                except _FOREIGN_ERRORS as exc:
-                    raise StorageError(
-                        f"cannot index topic table {self.uri}: {exc}", topic=self.topic
-                    ) from exc
-                self._index = index
+                self._index = index = self._build_index()
             return index
+
+    def _build_index(self) -> FileIndex:
+        for attempt in range(3):
+            try:
+                reader = DeltaTable(self.uri, storage_options=self._storage.options())
+                return build_index(reader, self._fs)
+            except _FOREIGN_ERRORS as exc:
+                # a checkpoint or log entry cleaned up while the table was being opened: open it again
+                if attempt == 2 or "not found" not in str(exc).lower():
+                    message = f"cannot index topic table {self.uri}: {exc}"
+                    raise StorageError(message, topic=self.topic) from exc
+        raise AssertionError("unreachable")
 
     def high_watermark(self, partition: int) -> int:
         """The end offset: one past the last committed record."""
@@ -671,13 +703,41 @@ class TopicLog:
             end = index.end_offset(partition)
             if end is None or end <= offset:
                 index = self._refresh_index(min_version=self._dt.version())
-            wanted = _enough(index.files_from(partition, offset), offset, max_records, max_bytes)
             try:
-                table = read_files(self._fs, wanted, offset)
+                return self._read_window(index.files_from(partition, offset), offset, max_records, max_bytes)
             except FileNotFoundError:  # files compacted and vacuumed under a stale index
                 logger.info("topic %s partition %d: index stale, rebuilding", self.topic, partition)
-                continue
-            return bounded_concat([table], max_records, max_bytes)
+        return None
+
+    def _read_window(
+        self, candidates: list[DataFile], offset: int, max_records: int, max_bytes: int
+    ) -> pa.Table | None:
+        """Records from ``offset`` on, read from the files that can hold the next ``max_records`` offsets.
+
+        Every record below the window's end lives in a file whose first offset is below it, so the window
+        is complete even when files overlap; a window that holds nothing (a gap left by key compaction)
+        moves on to the next file.
+        """
+        start = offset
+        while candidates:
+            window_end = start + max_records
+            wanted = [f for f in candidates if f.min_offset < window_end]
+            size = 0
+            for i, f in enumerate(wanted):  # byte guard: compressed size overstates small files, so loose
+                size += f.size_bytes
+                if size >= 4 * max_bytes + 64 * 1024 and i + 1 < len(wanted):
+                    window_end = wanted[i + 1].min_offset
+                    wanted = wanted[: i + 1]
+                    break
+            table = read_files(self._fs, wanted, start)
+            table = table.filter(pc.less(table["offset"], window_end))
+            if table.num_rows:
+                return bounded_concat([table], max_records, max_bytes)
+            later = [f for f in candidates if f.min_offset >= window_end]
+            if not later:
+                return None
+            start = min(f.min_offset for f in later)
+            candidates = later
         return None
 
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
@@ -717,22 +777,6 @@ class TopicLog:
             "version": self._dt.version(),
             "commits": self.commits,
             "fences": self.fences,
+            "maintenance": self.maintainer.stats,
             "high_watermarks": {p: part.high_watermark for p, part in self._parts.items()},
         }
-
-
-def _enough(files: list[DataFile], offset: int, max_records: int, max_bytes: int) -> list[DataFile]:
-    """The first files (in offset order) that together hold ``max_records`` records from ``offset``, or
-    clearly more than ``max_bytes``: what one fetch needs to read. Compressed file size overstates small
-    files (each carries a few KB of Parquet footer), so it is only a loose guard; the exact byte limit is
-    applied to the records read."""
-    chosen: list[DataFile] = []
-    records = 0
-    size = 0
-    for f in files:
-        chosen.append(f)
-        records += f.max_offset - max(f.min_offset, offset) + 1 if f.num_records else 0
-        size += f.size_bytes
-        if records >= max_records or size >= 4 * max_bytes + 64 * 1024:
-            break
-    return chosen

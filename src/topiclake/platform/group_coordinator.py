@@ -1,0 +1,534 @@
+"""The consumer-group coordinator: membership, server-side assignment and generation-fenced commits.
+
+Clients speak HTTP, so the coordinator computes assignments itself (server-side, as in Kafka's KIP-848)
+while keeping the classic vocabulary: a member *joins* (and gets a member id, a generation and its
+partitions), *heartbeats* (and learns a new assignment that way), *leaves*; *sync* returns the current
+assignment. Every membership or subscription change starts a new generation.
+
+- Expiry is lazy: every call first removes the group's members whose ``session.timeout.ms`` passed without
+  a heartbeat or whose ``max.poll.interval.ms`` passed without a poll (:meth:`record_poll`, or a commit),
+  using the monotonic clock. Nobody can observe a group except through a call, so this is exactly as
+  timely as a reaper thread, without a thread to stop or races against it.
+- Eager assignors (``range``, ``roundrobin``, ``sticky``): the new generation's assignment applies at once;
+  a member learns it on its next heartbeat. Its commits for partitions it lost are refused from the
+  moment they moved, so the group's offsets never go backwards (records may be processed twice:
+  at-least-once).
+- ``cooperative-sticky``: revoke first, assign in the next generation. A partition moving from a live
+  member is withheld until that member confirms the revocation (a heartbeat with the generation that
+  revoked it); then a new generation hands it to its new owner. No two members ever hold a partition.
+- Static membership: a member that joins with the ``group.instance.id`` of a live member takes its place
+  (new member id, same generation and assignment, no rebalance); the old member id is fenced.
+- Commits: accepted from a live member carrying the group's generation, or the generation it last
+  confirmed for partitions it still holds that no one else was given; a "simple" commit (no member,
+  generation -1) only while the group has no members. Offsets beyond the end of a partition are refused.
+
+Group membership lives in memory: after a restart members rejoin (their heartbeats answer
+:class:`~topiclake.errors.UnknownMemberId`); committed offsets are recovered from the offsets table.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Literal
+
+from topiclake.errors import (
+    GroupNotEmpty,
+    GroupNotFound,
+    InconsistentGroupProtocol,
+    InvalidRequest,
+    UnknownMemberId,
+)
+from topiclake.platform import _group_admin
+from topiclake.platform import _group_rules as rules
+from topiclake.platform._group_state import (
+    Group,
+    GroupDescription,
+    GroupListing,
+    HeartbeatResult,
+    JoinResult,
+    Member,
+    MemberDescription,
+    PartitionLag,
+    ResetPlanEntry,
+)
+from topiclake.platform.assignors import ASSIGNORS, TopicPartition
+from topiclake.platform.offsets_store import CommittedOffset, OffsetsStore, wait
+
+if TYPE_CHECKING:
+    from topiclake.platform.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "GroupCoordinator",
+    "GroupDescription",
+    "GroupListing",
+    "HeartbeatResult",
+    "JoinResult",
+    "MemberDescription",
+    "PartitionLag",
+    "ResetPlanEntry",
+]
+
+#: Kafka's ``offset.metadata.max.bytes``.
+MAX_METADATA_BYTES: Final = 4096
+_GROUP_ID = re.compile(r"[^\x00-\x1f]{1,255}")
+
+ResetTo = Literal["earliest", "latest", "offset", "timestamp", "shift"]
+OffsetReset = Literal["earliest", "latest", "none"]
+
+
+class GroupCoordinator:
+    """Consumer groups of one broker.
+
+    Args:
+        broker: The broker whose topics the groups consume (for partitions and end offsets).
+        store: The offsets store; by default one over ``broker.storage``.
+        min_session_timeout_ms: Smallest ``session.timeout.ms`` a member may ask for (Kafka's
+            ``group.min.session.timeout.ms``; lower here so tests can run fast).
+        max_session_timeout_ms: Largest ``session.timeout.ms``.
+        commit_timeout_ms: How long a commit waits for its Delta commit.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        store: OffsetsStore | None = None,
+        *,
+        min_session_timeout_ms: int = 100,
+        max_session_timeout_ms: int = 1_800_000,
+        commit_timeout_ms: int = 30_000,
+    ) -> None:
+        self.broker = broker
+        self.store = store if store is not None else OffsetsStore(broker.storage)
+        self._min_session = min_session_timeout_ms
+        self._max_session = max_session_timeout_ms
+        self._commit_timeout_s = commit_timeout_ms / 1000
+        self._lock = threading.RLock()
+        self._groups: dict[str, Group] = {}
+
+    # ------------------------------------------------------------------ membership
+
+    def join(
+        self,
+        group_id: str,
+        member_id: str | None = None,
+        *,
+        topics: Sequence[str] | None = None,
+        pattern: str | None = None,
+        group_instance_id: str | None = None,
+        client_id: str = "consumer",
+        session_timeout_ms: int = 45_000,
+        max_poll_interval_ms: int = 300_000,
+        assignor: str = "range",
+    ) -> JoinResult:
+        """Join a group (or rejoin with a known ``member_id``), subscribing to ``topics`` or a ``pattern``.
+
+        A new member, a changed subscription or an expired member starts a new generation. A member
+        joining with the ``group_instance_id`` of a live member replaces it without a rebalance.
+
+        Raises:
+            InvalidRequest: Bad group id, subscription, timeouts or assignor name.
+            InconsistentGroupProtocol: The group's members use another assignor.
+            UnknownMemberId: ``member_id`` is not in the group (join again without one).
+        """
+        rules.check_group_id(group_id)
+        subscription = rules.parse_subscription(topics, pattern)
+        if assignor not in ASSIGNORS:
+            raise InvalidRequest(f"unknown assignor {assignor!r}: use one of {', '.join(ASSIGNORS)}")
+        if not self._min_session <= session_timeout_ms <= self._max_session:
+            raise InvalidRequest(
+                f"session.timeout.ms must be between {self._min_session} and {self._max_session}, "
+                f"got {session_timeout_ms}"
+            )
+        if max_poll_interval_ms < 1:
+            raise InvalidRequest(f"max.poll.interval.ms must be positive, got {max_poll_interval_ms}")
+        now = time.monotonic()
+        with self._lock:
+            group = self._groups.setdefault(group_id, Group(group_id))
+            self._expire(group, now)
+            if group.members and group.assignor != assignor:
+                raise InconsistentGroupProtocol(
+                    f"group {group_id} uses the {group.assignor} assignor; this member asks for {assignor}",
+                    group=group_id,
+                )
+            topics_t, regex = subscription
+            member = group.members.get(member_id) if member_id else None
+            if member_id and member is None:
+                raise UnknownMemberId(
+                    f"member {member_id} is not in group {group_id} (its session may have expired): "
+                    "join again without a member id",
+                    group=group_id,
+                    member_id=member_id,
+                )
+            if member is None and group_instance_id and group_instance_id in group.instances:
+                member = self._replace_static(group, group.instances[group_instance_id], client_id)
+            rebalance = False
+            if member is None:
+                member = Member(
+                    member_id=f"{client_id}-{uuid.uuid4()}",
+                    instance_id=group_instance_id,
+                    client_id=client_id,
+                    topics=topics_t,
+                    pattern=regex,
+                    session_timeout_s=session_timeout_ms / 1000,
+                    max_poll_s=max_poll_interval_ms / 1000,
+                    last_heartbeat=now,
+                    last_poll=now,
+                )
+                group.members[member.member_id] = member
+                if group_instance_id:
+                    group.instances[group_instance_id] = member.member_id
+                group.leader = group.leader if group.leader in group.members else member.member_id
+                rebalance = True
+                logger.info("group %s: member %s joins", group_id, member.member_id)
+            else:
+                same = member.topics == topics_t and rules.pattern_src(member.pattern) == rules.pattern_src(
+                    regex
+                )
+                rebalance = not same
+                member.topics, member.pattern = topics_t, regex
+                member.session_timeout_s = session_timeout_ms / 1000
+                member.max_poll_s = max_poll_interval_ms / 1000
+                member.last_heartbeat = member.last_poll = now
+            group.assignor = assignor
+            if rebalance:
+                self._rebalance(group, "join")
+            else:
+                self._check_subscriptions(group)
+            rules.tell(group, member)
+            return JoinResult(
+                member_id=member.member_id,
+                generation_id=group.generation,
+                assignment=list(member.told),
+                leader=group.leader,
+                members=sorted(group.members),
+                assignor=assignor,
+                rebalance_in_progress=group.pending,
+            )
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> HeartbeatResult:
+        """Keep a member alive and tell it its current generation and assignment.
+
+        Sending the generation of the last answer confirms the member adopted it (with cooperative-sticky,
+        that releases the partitions it gave up).
+
+        Raises:
+            GroupNotFound, UnknownMemberId: Join (again) without a member id.
+            IllegalGeneration: The generation is neither current nor the last one this member was told.
+        """
+        now = time.monotonic()
+        with self._lock:
+            group, member = self._member(group_id, member_id, now)
+            rules.confirm(group, member, generation_id)
+            member.last_heartbeat = now
+            self._check_subscriptions(group)
+            rules.reconcile(group)
+            rules.tell(group, member)
+            return HeartbeatResult(
+                generation_id=group.generation,
+                assignment=list(member.told),
+                rebalance_in_progress=generation_id != group.generation or group.pending,
+            )
+
+    def sync(self, group_id: str, member_id: str, generation_id: int) -> HeartbeatResult:
+        """Kafka's SyncGroup: the member's assignment for the current generation (same as a heartbeat)."""
+        return self.heartbeat(group_id, member_id, generation_id)
+
+    def leave(
+        self, group_id: str, member_id: str | None = None, *, group_instance_id: str | None = None
+    ) -> None:
+        """Remove a member (by member id, or a static member by instance id); the others rebalance.
+
+        Raises:
+            GroupNotFound, UnknownMemberId: No such group or member.
+        """
+        with self._lock:
+            group = self._group(group_id)
+            if member_id is None and group_instance_id is not None:
+                member_id = group.instances.get(group_instance_id)
+            if member_id is None or member_id not in group.members:
+                raise UnknownMemberId(
+                    f"member {member_id or group_instance_id} is not in group {group_id}",
+                    group=group_id,
+                    member_id=member_id,
+                )
+            self._remove(group, member_id, "left the group")
+            self._rebalance(group, "leave")
+
+    def record_poll(self, group_id: str, member_id: str) -> None:
+        """Note that a member polled (fetched): resets its ``max.poll.interval.ms`` clock.
+
+        Raises:
+            GroupNotFound, UnknownMemberId: The member is gone (e.g. it exceeded the poll interval).
+        """
+        now = time.monotonic()
+        with self._lock:
+            _, member = self._member(group_id, member_id, now)
+            member.last_poll = now
+
+    # ------------------------------------------------------------------ commits
+
+    def commit(
+        self,
+        group_id: str,
+        member_id: str | None,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, tuple[int, str | None] | int],
+    ) -> None:
+        """Commit offsets (the next offset to read per partition), fenced by the member's generation.
+
+        Returns after the Delta commit that holds them. With ``member_id`` None and generation -1 this is a
+        simple commit (standalone consumers), allowed only while the group has no members.
+
+        Raises:
+            InvalidRequest: Empty offsets, negative offset or metadata over 4096 bytes.
+            TopicNotFound, PartitionNotFound: Unknown topic or partition.
+            OffsetOutOfRange: An offset beyond the partition's end.
+            GroupNotFound, UnknownMemberId, IllegalGeneration, RebalanceInProgress: Fenced; nothing stored.
+            GroupNotEmpty: A simple commit to a group with members.
+        """
+        rules.check_group_id(group_id)
+        clean = rules.validate_offsets(self.broker, offsets)
+        now = time.monotonic()
+        with self._lock:
+            if member_id is None or generation_id < 0:
+                group = self._groups.get(group_id)
+                if group is not None:
+                    self._expire(group, now)
+                    if group.members:
+                        raise GroupNotEmpty(
+                            f"group {group_id} has {len(group.members)} active members: commit with a member "
+                            "id and generation (simple commits are for groups without members)",
+                            group=group_id,
+                        )
+                future = self.store.submit(group_id, clean)
+            else:
+                group, member = self._member(group_id, member_id, now)
+                rules.fence(group, member, generation_id, list(clean))
+                member.last_poll = now
+                future = self.store.submit(group_id, clean, member_id=member_id, generation=generation_id)
+        wait(future, self._commit_timeout_s, group_id)
+
+    def committed(self, group_id: str, topic: str | None = None) -> dict[TopicPartition, CommittedOffset]:
+        """The committed offsets of a group (of one topic if given).
+
+        Raises:
+            GroupNotFound: No members and no committed offsets.
+        """
+        with self._lock:
+            if group_id not in self._groups and group_id not in self.store.groups():
+                raise GroupNotFound(f"group {group_id!r} does not exist", group=group_id)
+        found = self.store.committed(group_id)
+        return {tp: c for tp, c in found.items() if topic is None or tp[0] == topic}
+
+    # ------------------------------------------------------------------ admin
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group with members or committed offsets, by id."""
+        now = time.monotonic()
+        with self._lock:
+            for group in self._groups.values():
+                self._expire(group, now)
+            listed = {
+                g.group_id: GroupListing(g.group_id, g.state(), len(g.members), g.assignor)
+                for g in self._groups.values()
+            }
+        for gid in self.store.groups():
+            listed.setdefault(gid, GroupListing(gid, "Empty", 0, None))
+        return [listed[k] for k in sorted(listed)]
+
+    def describe(self, group_id: str) -> GroupDescription:
+        """State, generation, leader, members and their assignments.
+
+        Raises:
+            GroupNotFound: No members and no committed offsets.
+        """
+        now = time.monotonic()
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                if group_id not in self.store.groups():
+                    raise GroupNotFound(f"group {group_id!r} does not exist", group=group_id)
+                return GroupDescription(group_id, "Empty", 0, None, None, [])
+            self._expire(group, now)
+            self._check_subscriptions(group)
+            members = [
+                MemberDescription(
+                    member_id=m.member_id,
+                    group_instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    subscription=sorted(m.subscription(self._topic_names())),
+                    pattern=rules.pattern_src(m.pattern),
+                    assignment=list(group.assignment.get(m.member_id, [])),
+                    generation_id=m.acked_generation,
+                    session_timeout_ms=int(m.session_timeout_s * 1000),
+                    max_poll_interval_ms=int(m.max_poll_s * 1000),
+                    last_heartbeat_ms_ago=int((now - m.last_heartbeat) * 1000),
+                )
+                for m in sorted(group.members.values(), key=lambda m: m.member_id)
+            ]
+            return GroupDescription(
+                group_id, group.state(), group.generation, group.assignor, group.leader, members
+            )
+
+    def lag(self, group_id: str, topic: str | None = None) -> list[PartitionLag]:
+        """Lag per partition the group committed for or is assigned (see :class:`PartitionLag`)."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            owners = {tp: m for m, tps in group.assignment.items() for tp in tps} if group else {}
+        committed = self.committed(group_id, topic)
+        return _group_admin.lag(self.broker, committed, owners, topic)
+
+    def resolve_position(self, group_id: str, topic: str, partition: int, reset: OffsetReset) -> int:
+        """Where a member of the group starts reading a partition: the committed offset if it is within the
+        log, else the log start (``earliest``) or end (``latest``).
+
+        Raises:
+            NoOffsetForPartition: ``none`` and nothing committed.
+            OffsetOutOfRange: ``none`` and the committed offset is outside the log.
+        """
+        return _group_admin.resolve_position(self.broker, self.store, group_id, topic, partition, reset)
+
+    def reset_offsets(
+        self,
+        group_id: str,
+        to: ResetTo,
+        value: int | None = None,
+        *,
+        topics: Sequence[str] | None = None,
+        partitions: Sequence[TopicPartition] | None = None,
+        dry_run: bool = False,
+    ) -> list[ResetPlanEntry]:
+        """``kafka-consumer-groups --reset-offsets``: to earliest, latest, an offset, a timestamp (ms) or
+        shifted by N, clamped to each partition's [log start, end]. The partitions are ``partitions``, all
+        partitions of ``topics``, or (neither) every partition the group has committed for.
+
+        Returns:
+            The plan (applied unless ``dry_run``).
+
+        Raises:
+            GroupNotEmpty: The group has active members.
+            GroupNotFound: No scope given and the group has no committed offsets.
+            InvalidRequest: Bad ``to``/``value``, or a shift of a partition with nothing committed.
+        """
+        rules.check_group_id(group_id)
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is not None:
+                self._expire(group, time.monotonic())
+                if group.members:
+                    raise GroupNotEmpty(
+                        f"group {group_id} has {len(group.members)} active members: stop them before "
+                        "resetting its offsets",
+                        group=group_id,
+                    )
+        committed = self.store.committed(group_id)
+        plan = _group_admin.reset_plan(self.broker, group_id, committed, to, value, topics, partitions)
+        if not dry_run and plan:
+            self.commit(group_id, None, -1, {(e.topic, e.partition): (e.new_offset, "") for e in plan})
+            logger.info("group %s: reset offsets of %d partitions (%s %s)", group_id, len(plan), to, value)
+        return plan
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete a group and its committed offsets.
+
+        Raises:
+            GroupNotFound: No such group.
+            GroupNotEmpty: The group has active members.
+        """
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is not None:
+                self._expire(group, time.monotonic())
+                if group.members:
+                    raise GroupNotEmpty(
+                        f"group {group_id} has {len(group.members)} active members: it cannot be deleted",
+                        group=group_id,
+                    )
+            elif group_id not in self.store.groups():
+                raise GroupNotFound(f"group {group_id!r} does not exist", group=group_id)
+            self._groups.pop(group_id, None)
+            self.store.delete_group(group_id)
+        logger.info("deleted group %s", group_id)
+
+    def close(self) -> None:
+        """Write pending commits and stop the offsets store."""
+        self.store.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _group(self, group_id: str) -> Group:
+        group = self._groups.get(group_id)
+        if group is None:
+            raise GroupNotFound(f"group {group_id!r} does not exist: join it first", group=group_id)
+        return group
+
+    def _member(self, group_id: str, member_id: str, now: float) -> tuple[Group, Member]:
+        group = self._group(group_id)
+        self._expire(group, now)
+        member = group.members.get(member_id)
+        if member is None:
+            raise UnknownMemberId(
+                f"member {member_id} is not in group {group_id} (its session may have expired or it was "
+                "replaced): join again without a member id",
+                group=group_id,
+                member_id=member_id,
+            )
+        return group, member
+
+    def _expire(self, group: Group, now: float) -> None:
+        gone = False
+        for member in list(group.members.values()):
+            if now - member.last_heartbeat > member.session_timeout_s:
+                self._remove(group, member.member_id, "session timeout")
+                gone = True
+            elif now - member.last_poll > member.max_poll_s:
+                self._remove(group, member.member_id, "max.poll.interval.ms exceeded")
+                gone = True
+        if gone:
+            self._rebalance(group, "expiry")
+
+    def _remove(self, group: Group, member_id: str, reason: str) -> None:
+        member = group.members.pop(member_id)
+        if member.instance_id and group.instances.get(member.instance_id) == member_id:
+            del group.instances[member.instance_id]
+        logger.info("group %s: member %s removed (%s)", group.group_id, member_id, reason)
+
+    def _replace_static(self, group: Group, old_id: str, client_id: str) -> Member:
+        old = group.members.pop(old_id)
+        new_id = f"{client_id}-{uuid.uuid4()}"
+        old.member_id, old.client_id = new_id, client_id
+        group.members[new_id] = old
+        assert old.instance_id is not None
+        group.instances[old.instance_id] = new_id
+        for mapping in (group.assignment, group.target):
+            if old_id in mapping:
+                mapping[new_id] = mapping.pop(old_id)
+        if group.leader == old_id:
+            group.leader = new_id
+        logger.info("group %s: static member %s replaces %s", group.group_id, new_id, old_id)
+        return old
+
+    def _topic_names(self) -> list[str]:
+        return [t.name for t in self.broker.list_topics()]
+
+    def _resolve(self, group: Group) -> tuple[dict[str, frozenset[str]], dict[str, int]]:
+        names = self._topic_names()
+        counts = {t.name: t.partitions for t in self.broker.list_topics()}
+        subs = {m.member_id: m.subscription(names) for m in group.members.values()}
+        wanted = set().union(*subs.values()) if subs else set()
+        return subs, {t: counts[t] for t in sorted(wanted) if t in counts}
+
+    def _check_subscriptions(self, group: Group) -> None:
+        if group.members and self._resolve(group)[1] != group.partitions:
+            self._rebalance(group, "subscribed topics changed")
+
+    def _rebalance(self, group: Group, reason: str) -> None:
+        subs, partitions = self._resolve(group)
+        rules.rebalance(group, subs, partitions, reason)
