@@ -114,7 +114,7 @@ def records_to_arrow(records: Sequence[Record]) -> pa.Table:
             [
                 pa.array([r.key for r in records], pa.binary()),
                 pa.array([r.value for r in records], pa.binary()),
-                pa.array(headers, HEADERS_TYPE),
+                pa.array(headers, HEADERS_TYPE) if any(headers) else pa.nulls(len(records), HEADERS_TYPE),
                 pa.array([r.timestamp_ms for r in records], pa.int64()),
             ],
             schema=INPUT_SCHEMA,

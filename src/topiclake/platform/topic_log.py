@@ -283,7 +283,8 @@ class TopicLog:
             Throttled: The broker's buffers are full; nothing was accepted.
             PartitionNotFound, OutOfOrderSequence, InvalidProducerEpoch: nothing was accepted.
         """
-        nbytes = sum(t.nbytes for _, t in batches)
+        sizes = [t.nbytes for _, t in batches]
+        nbytes = sum(sizes)
         count = sum(t.num_rows for _, t in batches)
         with self._lock:
             if self._closing:
@@ -298,15 +299,15 @@ class TopicLog:
             handle = AppendHandle()
             now = now_ms()
             log_append = self.info.config.message_timestamp_type == "LogAppendTime"
-            for p, table in batches:
+            for (p, table), size in zip(batches, sizes, strict=True):
                 part = self._parts[p]
                 n = table.num_rows
                 base = part.next_offset
                 self._maybe_roll(part, now)
                 part.next_offset += n
-                part.segment_bytes += table.nbytes
+                part.segment_bytes += size
                 full = self._complete(table, p, base, part.segment_base, now, log_append, producer)
-                pending = _Pending(p, base, full, table.nbytes, handle)
+                pending = _Pending(p, base, full, size, handle)
                 handle.pending.append(pending)
                 self._queue.append(pending)
             if producer is not None and handle.pending:

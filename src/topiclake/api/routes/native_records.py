@@ -86,7 +86,9 @@ def _columns(objs: list[Any], encoding: str) -> tuple[pa.Table, list[int | None]
         [
             pa.array(keys, pa.binary()),
             pa.array(values, pa.binary()),
-            pa.array(headers, HEADERS_TYPE),
+            pa.array(headers, HEADERS_TYPE)
+            if any(h is not None for h in headers)
+            else pa.nulls(len(headers), HEADERS_TYPE),
             pa.array(stamps, pa.int64()),
         ],
         schema=INPUT_SCHEMA,
