@@ -28,17 +28,11 @@ def require_media(request: Request, allowed: tuple[str, ...]) -> str:
     return mt
 
 
-def negotiate(request: Request, offered: tuple[str, ...]) -> str:
-    """Pick the response media type from the Accept header (first offered when Accept is absent or */*).
-
-    Raises:
-        HTTPError: 406 when nothing offered is acceptable.
-    """
+def accepted(request: Request) -> list[str]:
+    """The media types the ``Accept`` header asks for, best first (q > 0, stable for equal q)."""
     accept = request.headers.get("accept", "").strip()
-    if not accept:
-        return offered[0]
-    wanted = []
-    for part in accept.split(","):
+    wanted: list[tuple[float, int, str]] = []
+    for i, part in enumerate(accept.split(",") if accept else ()):
         fields = part.strip().split(";")
         mt = fields[0].strip().lower()
         q = 1.0
@@ -49,15 +43,29 @@ def negotiate(request: Request, offered: tuple[str, ...]) -> str:
                     q = float(value)
                 except ValueError:
                     q = 0.0
-        if q > 0:
-            wanted.append((q, mt))
-    for _q, mt in sorted(wanted, key=lambda t: -t[0]):
+        if q > 0 and mt:
+            wanted.append((-q, i, mt))
+    return [mt for _q, _i, mt in sorted(wanted)]
+
+
+def negotiate(request: Request, offered: tuple[str, ...]) -> str:
+    """Pick the response media type from the Accept header (first offered when Accept is absent or */*).
+
+    Raises:
+        HTTPError: 406 when nothing offered is acceptable.
+    """
+    if not request.headers.get("accept", "").strip():
+        return offered[0]
+    for mt in accepted(request):
         if mt in ("*/*", "application/*"):
             return offered[0]
         if mt in offered:
             return mt
     raise HTTPError(
-        406, 40601, f"cannot answer with {accept!r}; acceptable: {', '.join(offered)}", code="not_acceptable"
+        406,
+        40601,
+        f"cannot answer with {request.headers.get('accept')!r}; acceptable: {', '.join(offered)}",
+        code="not_acceptable",
     )
 
 

@@ -297,23 +297,10 @@ def _records_body(batches: list[pa.Table], fmt: str) -> list[dict[str, Any]]:
 def _read_format(request: Request) -> tuple[str, str | None]:
     """The response media type and the embedded format the ``Accept`` header asks for (None: any)."""
     accept = request.headers.get("accept", "").strip()
-    wanted: list[tuple[float, int, str]] = []
-    for i, part in enumerate(accept.split(",") if accept else ()):
-        fields = part.strip().split(";")
-        mt = fields[0].strip().lower()
-        q = 1.0
-        for f in fields[1:]:
-            k, _, v = f.strip().partition("=")
-            if k == "q":
-                try:
-                    q = float(v)
-                except ValueError:
-                    q = 0.0
-        if q > 0 and mt:
-            wanted.append((-q, i, mt))
+    wanted = http.accepted(request)
     if not wanted:
         return "", None
-    for _q, _i, mt in sorted(wanted):
+    for mt in wanted:
         if mt in READ_FORMATS:
             return mt, READ_FORMATS[mt]
         if mt in ("*/*", "application/*"):

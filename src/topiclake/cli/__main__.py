@@ -1,0 +1,5 @@
+"""``python -m topiclake.cli``."""
+
+from topiclake.cli import main
+
+main()

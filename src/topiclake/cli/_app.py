@@ -1,0 +1,121 @@
+"""The ``topiclake`` Typer app and what its commands share: gateway options, enums, small parsers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sys
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from topiclake.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from topiclake.client import TopiclakeClient
+
+app = typer.Typer(
+    name="topiclake",
+    help=(
+        "topiclake: Kafka-style topics whose partitions are Delta Lake tables.\n\n"
+        "Producers and consumers use HTTP; Spark and SQL read the same tables. "
+        "Start with `topiclake serve`, then open http://127.0.0.1:8082/docs."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- clients
+
+Url = Annotated[
+    str,
+    typer.Option("--url", envvar="TOPICLAKE_URL", help="Base URL of the gateway (`topiclake serve`)."),
+]
+Timeout = Annotated[
+    float, typer.Option("--timeout", envvar="TOPICLAKE_TIMEOUT", help="Seconds to wait for each answer.")
+]
+DEFAULT_URL = "http://127.0.0.1:8082"
+
+
+class Acks(StrEnum):
+    """Kafka's acks: after the Delta commit (all, -1), once the leader has the record (1), at once (0)."""
+
+    all = "all"
+    minus_one = "-1"
+    one = "1"
+    zero = "0"
+
+
+class Encoding(StrEnum):
+    """How a line (produce) or a key/value in --json output (consume) is written."""
+
+    string = "string"
+    json = "json"
+    binary = "binary"
+
+
+def client(url: str, timeout: float) -> TopiclakeClient:
+    from topiclake.client import TopiclakeClient
+
+    return TopiclakeClient(url, timeout=timeout)
+
+
+def unescape(text: str) -> str:
+    """``\\t``, ``\\n``, ``\\r``, ``\\0`` and ``\\\\`` as typed on a shell command line."""
+    out: list[str] = []
+    chars = iter(text)
+    for c in chars:
+        if c != "\\":
+            out.append(c)
+            continue
+        nxt = next(chars, "\\")
+        out.append({"t": "\t", "n": "\n", "r": "\r", "0": "\0", "\\": "\\"}.get(nxt, "\\" + nxt))
+    return "".join(out)
+
+
+def pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidRequest(f"{option} expects key=value, not {item!r}")
+        out[key] = value
+    return out
+
+
+def echo_json(doc: object) -> None:
+    import orjson
+
+    typer.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+
+
+def parse_timestamp(text: str) -> int:
+    """Milliseconds since the epoch, or an ISO 8601 time (UTC when it has no offset), as ms."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r} is neither ms since the epoch nor an ISO 8601 time") from exc
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def table(header: list[str], rows: list[list[object]]) -> None:
+    """Print rows as columns aligned like kafka-consumer-groups (two spaces between columns)."""
+    cells = [header, *[["-" if v is None else str(v) for v in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
