@@ -53,7 +53,7 @@ def test_files_and_log_stay_bounded_over_many_commits(tmp_path: Path) -> None:
         broker.create_topic("t", partitions=2)
         worst_files = 0
         worst_log = 0
-        for i in range(1200):
+        for i in range(2000):
             broker.produce_arrow("t", i % 2, pa.table({"value": pa.array([f"{i}".encode()], pa.binary())}))
             if i % 100 == 99:
                 worst_files = max(worst_files, *_active_files(storage, "t").values())
@@ -61,12 +61,19 @@ def test_files_and_log_stay_bounded_over_many_commits(tmp_path: Path) -> None:
         stats = broker.log("t").maintainer.stats
         assert stats.compactions > 0 and stats.checkpoints > 0, stats
         rows = broker.fetch("t", 0, 0, max_records=1000).records
-        assert rows["offset"].to_pylist() == list(range(600))[:1000] or rows.num_rows == 600
-    # 1,200 commits, 600 a partition: tiered compaction keeps at most N - 1 files per tier (tiers up to
-    # log_N(600) = 3 for N = 8) plus the files committed during one maintenance round, instead of 600
-    n = AGGRESSIVE["compact_min_files"]
-    assert worst_files <= (n - 1) * 4 + n, worst_files
-    assert worst_log < 400, worst_log  # ~1 s of commits: bounded, not 1,200
+        assert rows["offset"].to_pylist() == list(range(1000))
+        # once maintenance has caught up: at most N - 1 files per tier (tiers 0..3 for 1,000 records and
+        # N = 8) plus N, instead of one file per commit
+        n = AGGRESSIVE["compact_min_files"]
+        deadline = time.monotonic() + 30
+        while max(_active_files(storage, "t").values()) > (n - 1) * 4 + n and time.monotonic() < deadline:
+            time.sleep(0.2)
+        settled = max(_active_files(storage, "t").values())
+    assert settled <= (n - 1) * 4 + n, settled
+    # while 2,000 commits went in (1,000 a partition) files and log stayed far below one per commit, even
+    # on a loaded machine where maintenance lags
+    assert worst_files < 250, worst_files
+    assert worst_log < 400, worst_log
     table = DeltaTable(storage.topic_uri("t")).to_pyarrow_table()
     for p in range(2):
         offs = sorted(
@@ -74,7 +81,7 @@ def test_files_and_log_stay_bounded_over_many_commits(tmp_path: Path) -> None:
             for o, q in zip(table["offset"].to_pylist(), table["partition"].to_pylist(), strict=True)
             if q == p
         )
-        assert offs == list(range(600))
+        assert offs == list(range(1000))
 
 
 def test_a_consumer_reading_through_continuous_compaction_sees_every_offset_once(tmp_path: Path) -> None:

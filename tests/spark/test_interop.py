@@ -250,7 +250,9 @@ def _spark_vacuum(spark: SparkSession, uri: str) -> None:
 def _check_core_after_spark(topic: Topic, deleted: frozenset[tuple[int, int]] = frozenset()) -> None:
     """A new broker continues every partition's offsets and serves every surviving record."""
     end_before = {p: 1 + max(o for q, o in topic.produced if q == p) for p in range(PARTITIONS)}
-    broker = Broker(topic.storage, BrokerConfig(linger_ms=2))
+    # A Spark job that runs beside a live broker reads Delta log entries from its read version on; the
+    # broker's log window must outlast the job (docs/decisions.md: reader leases will lift this).
+    broker = Broker(topic.storage, BrokerConfig(linger_ms=2, log_retention_ms=600_000))
     try:
         for p in range(PARTITIONS):
             assert broker.list_offsets(TOPIC, p, "latest") == end_before[p], p
@@ -294,7 +296,9 @@ def test_core_after_spark_optimize_delete_and_vacuum(spark: SparkSession, topic:
 
 def test_running_broker_survives_spark_optimize_and_vacuum(spark: SparkSession, topic: Topic) -> None:
     """A broker that stays open while Spark compacts and vacuums keeps appending and reading."""
-    broker = Broker(topic.storage, BrokerConfig(linger_ms=2))
+    # A Spark job that runs beside a live broker reads Delta log entries from its read version on; the
+    # broker's log window must outlast the job (docs/decisions.md: reader leases will lift this).
+    broker = Broker(topic.storage, BrokerConfig(linger_ms=2, log_retention_ms=600_000))
     try:
         before = {p: _fetch_all(broker, p)[2] for p in range(PARTITIONS)}  # warms the broker's file index
         _spark_optimize(spark, topic.uri)
