@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 JARS_STAMP := $(VENV)/.jars-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format bench bench-smoke clean
+.PHONY: install run test lint format bench bench-smoke bench-sustained clean
 
 install: $(STAMP) $(JARS_STAMP)
 
@@ -42,6 +42,10 @@ bench: install
 
 bench-smoke: install
 	$(PY) bench/core_commit.py --smoke
+
+# Issue 8: 10 minutes of continuous produce + a consumer group + a reader (SUSTAINED_ARGS="--minutes 2").
+bench-sustained: install
+	$(PY) bench/sustained.py $(SUSTAINED_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache data spark-warehouse

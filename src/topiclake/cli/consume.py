@@ -361,15 +361,18 @@ def _consume_group(
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
+    consumer: GroupConsumer | None = None
     previous = signal.signal(signal.SIGTERM, interrupt)
-    with client(url, timeout) as tl:
-        consumer = GroupConsumer(tl, options, emit)
-        try:
+    try:
+        with client(url, timeout) as tl:
+            tl.describe_topic(options.topic)  # an unknown topic is an error, not an empty subscription
+            consumer = GroupConsumer(tl, options, emit)
             consumer.run()
-        except KeyboardInterrupt:
-            pass  # Ctrl-C is how --follow ends; run() committed and left the group
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    typer.echo(f"consumed {consumer.count:,} records from {options.topic} in group {options.group}", err=True)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how --follow ends; run() committed and left the group
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    count = consumer.count if consumer is not None else 0
+    typer.echo(f"consumed {count:,} records from {options.topic} in group {options.group}", err=True)

@@ -9,6 +9,15 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
+#: Batches smaller than this together are merged into one table.
+_MERGE_BYTES = 256 * 1024
+#: Memory of one cached table beyond its Arrow buffers (Python objects, per-column buffers, alignment).
+_BATCH_OVERHEAD = 4096
+
+
+def _cost(batch: pa.Table) -> int:
+    return int(batch.nbytes) + _BATCH_OVERHEAD
+
 
 class TailCache:
     """Recently committed batches of one partition, bounded by bytes.
@@ -24,7 +33,12 @@ class TailCache:
         self._lock = threading.Lock()
 
     def add(self, base_offset: int, batch: pa.Table) -> None:
-        """Append a committed batch whose first offset is ``base_offset``."""
+        """Append a committed batch whose first offset is ``base_offset``.
+
+        Small batches are merged into the previous one (one contiguous table), and every batch is charged
+        a fixed overhead besides its Arrow bytes: thousands of one-record tables cost far more memory than
+        their ``nbytes`` says.
+        """
         if self._max_bytes <= 0 or batch.num_rows == 0:
             return
         with self._lock:
@@ -33,11 +47,16 @@ class TailCache:
                 if base_offset != last_base + last.num_rows:  # not contiguous: restart the cache
                     self._batches.clear()
                     self._bytes = 0
+                elif last.nbytes + batch.nbytes <= _MERGE_BYTES:
+                    self._batches.pop()
+                    self._bytes -= _cost(last)
+                    batch = pa.concat_tables([last, batch]).combine_chunks()
+                    base_offset = last_base
             self._batches.append((base_offset, batch))
-            self._bytes += batch.nbytes
+            self._bytes += _cost(batch)
             while self._bytes > self._max_bytes and len(self._batches) > 1:
                 _, old = self._batches.popleft()
-                self._bytes -= old.nbytes
+                self._bytes -= _cost(old)
 
     def clear(self) -> None:
         """Forget everything (after a reset of the partition)."""

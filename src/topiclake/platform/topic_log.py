@@ -459,10 +459,14 @@ class TopicLog:
             take = self._inflight
             self._inflight = []
         ends: dict[int, int] = {}
-        for pend in take:
-            part = self._parts[pend.partition]
-            part.tail.add(pend.base_offset, pend.table)
+        runs: dict[int, tuple[int, list[pa.Table]]] = {}
+        for pend in take:  # one table per partition per commit for the tail (offsets are contiguous)
+            base, tables = runs.setdefault(pend.partition, (pend.base_offset, []))
+            tables.append(pend.table)
             ends[pend.partition] = pend.base_offset + pend.table.num_rows
+        for p, (base, tables) in runs.items():
+            joined = tables[0] if len(tables) == 1 else pa.concat_tables(tables).combine_chunks()
+            self._parts[p].tail.add(base, joined)
         for p, end in ends.items():
             part = self._parts[p]
             with part.cond:
@@ -532,6 +536,12 @@ class TopicLog:
                     raise CommitConflict(
                         f"commit to topic {self.topic} failed {attempt} times: {reason}", topic=self.topic
                     ) from exc
+                if "concurrent transaction" in reason and attempt <= 3:
+                    # lost to a compaction or retention commit, now in our refreshed snapshot: try again now
+                    logger.info(
+                        "topic %s: commit retried after a concurrent rewrite (%s)", self.topic, reason
+                    )
+                    continue
                 backoff = min(0.005 * 2**attempt, 1.0)
                 logger.warning(
                     "topic %s: commit attempt %d failed (%s); retrying in %.0f ms",

@@ -1,0 +1,68 @@
+"""bench/sustained.py runs end to end in smoke mode: the report has its shape, and every acknowledged record
+was read back exactly once (correctness, so it is asserted; speed never is)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "sustained.py"
+
+WINDOW_KEYS = {
+    "window",
+    "records_per_s",
+    "produce_p50_ms",
+    "produce_p99_ms",
+    "gateway_produce_p99_ms",
+    "commits_per_s",
+    "records_per_commit",
+    "commit_p50_ms",
+    "commit_p99_ms",
+    "active_files_max",
+    "active_files_end",
+    "active_files_bound",
+    "delta_log_files_max",
+    "rss_mb_end",
+}
+
+
+def test_sustained_smoke(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--smoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    report = json.loads((tmp_path / "sustained.json").read_text())
+    md = (tmp_path / "sustained.md").read_text()
+    assert "| window |" in md and "| target |" in md
+
+    windows = report["windows"]
+    assert len(windows) >= 2
+    for w in windows:
+        assert set(w) >= WINDOW_KEYS, WINDOW_KEYS - set(w)
+        assert w["records"] > 0 and w["records_per_s"] > 0, w
+        assert w["produce_p99_ms"] >= w["produce_p50_ms"] > 0, w
+        assert len(w["active_files_end"]) == report["config"]["partitions"], w
+        assert w["active_files_bound"] > 0 and w["delta_log_files_max"] > 0, w
+        assert w["rss_mb_end"] and w["rss_mb_end"] > 0, w
+    assert sum(w["commits"] for w in windows) > 0
+
+    targets = {v["target"] for v in report["verdicts"]}
+    assert any(t.startswith("produce p99") for t in targets)
+    assert any(t.startswith("commit p99") for t in targets)
+    assert any(t.startswith("active files") for t in targets)
+    assert any(t.startswith("gateway RSS") for t in targets)
+
+    check = report["check"]
+    assert check["acked"] > 0
+    for reader in ("reader", "catchup_reader", "table"):
+        assert check[reader]["acked_missing"] == 0, check[reader]
+        assert check[reader]["duplicate_reads"] == 0, check[reader]
+    assert check["group"]["acked_missing"] == 0, check["group"]
+    assert check["exactly_once"] is True, check
+    verdict = next(v for v in report["verdicts"] if v["target"].startswith("every acknowledged"))
+    assert verdict["met"] is True, verdict
