@@ -41,10 +41,11 @@ OFFSETS_SCHEMA = pa.schema(
 )
 
 #: Properties of the offsets table: those of every system table, and short log/file retention because
-#: the table is rewritten often and nobody needs to time-travel far back in it.
+#: the table is rewritten often and nobody needs to time-travel far back in it; every log entry kept slows
+#: each commit (see docs/decisions.md), and groups commit often.
 OFFSETS_TABLE_PROPERTIES: dict[str, str] = {
     **SYSTEM_TABLE_PROPERTIES,
-    "delta.logRetentionDuration": "interval 1 hours",
+    "delta.logRetentionDuration": "interval 30 seconds",
     "delta.deletedFileRetentionDuration": "interval 1 hours",
     "delta.enableExpiredLogCleanup": "true",
 }
