@@ -650,7 +650,7 @@ def get_groups(request: Request) -> GroupCoordinator:
     return groups if groups is not None else request.app.state.broker.groups
 
 
-def get_manager(request: Request) -> ConsumerInstanceManager:
+async def get_manager(request: Request) -> ConsumerInstanceManager:
     """The gateway's consumer instances, made in the app's lifespan."""
     manager: ConsumerInstanceManager | None = getattr(request.app.state, "consumer_instances", None)
     if manager is None:

@@ -11,19 +11,19 @@ from topiclake.platform import Broker
 from topiclake.settings import GatewaySettings
 
 
-def get_broker(request: Request) -> Broker:
+async def get_broker(request: Request) -> Broker:
     """The broker of this gateway process."""
     broker: Broker = request.app.state.broker
     return broker
 
 
-def get_metrics(request: Request) -> GatewayMetrics:
+async def get_metrics(request: Request) -> GatewayMetrics:
     """The metrics registry of this app."""
     metrics: GatewayMetrics = request.app.state.metrics
     return metrics
 
 
-def get_settings(request: Request) -> GatewaySettings:
+async def get_settings(request: Request) -> GatewaySettings:
     """The settings this app was made with."""
     settings: GatewaySettings = request.app.state.settings
     return settings

@@ -24,7 +24,7 @@ from topiclake.platform.offsets_store import CommittedOffset
 router = APIRouter(prefix="/v1", tags=["groups"])
 
 
-def get_coordinator(request: Request) -> GroupCoordinator:
+async def get_coordinator(request: Request) -> GroupCoordinator:
     """The gateway's group coordinator (``app.state.groups``, else ``broker.groups``)."""
     groups = getattr(request.app.state, "groups", None)
     if groups is None:

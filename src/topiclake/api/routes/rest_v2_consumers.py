@@ -78,7 +78,7 @@ _MAX_BODY = 1024 * 1024
 Manager = Annotated[ConsumerInstanceManager, Depends(get_manager)]
 
 
-def _accept(request: Request) -> str:
+async def _accept(request: Request) -> str:
     try:
         return http.negotiate(request, PRODUCES)
     except HTTPError as exc:
