@@ -42,6 +42,8 @@ bench: install
 
 bench-smoke: install
 	$(PY) bench/core_commit.py --smoke
+	$(PY) bench/http_bench.py --smoke
+	$(PY) bench/sustained.py --smoke
 
 # Issue 8: 10 minutes of continuous produce + a consumer group + a reader (SUSTAINED_ARGS="--minutes 2").
 bench-sustained: install
