@@ -3,6 +3,7 @@
 from topiclake.platform.broker import Broker
 from topiclake.platform.catalog import TopicCatalog, TopicInfo
 from topiclake.platform.config import BrokerConfig
+from topiclake.platform.group_coordinator import GroupCoordinator
 from topiclake.platform.partitioner import Partitioner, murmur2, partition_for_key
 from topiclake.platform.records import FetchResult, ProducerInfo, Record, RecordResult
 from topiclake.platform.storage import Storage
@@ -13,6 +14,7 @@ __all__ = [
     "Broker",
     "BrokerConfig",
     "FetchResult",
+    "GroupCoordinator",
     "Partitioner",
     "ProducerInfo",
     "Record",

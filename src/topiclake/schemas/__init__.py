@@ -1,6 +1,7 @@
 """The single source of truth for table and record schemas."""
 
 from topiclake.schemas.catalog import CATALOG_SCHEMA, SYSTEM_TABLE_PROPERTIES
+from topiclake.schemas.offsets import OFFSETS_SCHEMA, OFFSETS_TABLE, OFFSETS_TABLE_PROPERTIES
 from topiclake.schemas.topic import (
     CREATE_TIME,
     HEADER_TYPE,
@@ -22,6 +23,9 @@ __all__ = [
     "KAFKA_COLUMNS",
     "KAFKA_SOURCE_DDL",
     "LOG_APPEND_TIME",
+    "OFFSETS_SCHEMA",
+    "OFFSETS_TABLE",
+    "OFFSETS_TABLE_PROPERTIES",
     "PARTITION_COLUMNS",
     "SYSTEM_TABLE_PROPERTIES",
     "TIMESTAMP_TYPE",
