@@ -11,11 +11,8 @@ See bench/README.md for what each row means.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import logging
-import os
-import platform
 import sys
 import tempfile
 import threading
@@ -24,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import deltalake
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+import _common
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.schemas import PARTITION_COLUMNS, TOPIC_SCHEMA, TOPIC_TABLE_PROPERTIES
 
@@ -62,11 +59,7 @@ class Limits:
 
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0..100), nearest rank; 0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
+    return _common.percentile(values, q) or 0.0
 
 
 def values(n: int, tag: str) -> list[bytes]:
@@ -226,16 +219,7 @@ def add_ratios(results: list[Result]) -> None:
 
 
 def machine(config: BrokerConfig) -> dict[str, str]:
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": str(nproc),
-        "python": platform.python_version(),
-        "deltalake": deltalake.__version__,
-        "pyarrow": pa.__version__,
-        "platform": platform.platform(),
-        "broker": f"linger_ms={config.linger_ms:g}, fsync={config.fsync}",
-    }
+    return _common.machine(broker=f"linger_ms={config.linger_ms:g}, fsync={config.fsync}")
 
 
 def markdown(results: list[Result], info: dict[str, str]) -> str:

@@ -15,15 +15,8 @@ from __future__ import annotations
 
 import argparse
 import base64
-import datetime as dt
-import importlib.util
 import json
 import logging
-import os
-import platform
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,14 +24,17 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import ModuleType
 
-import deltalake
 import httpx
 import orjson
 import pyarrow as pa
 
+import _common
+import core_commit
+from _common import GatewayProcess
 from topiclake.client import TopiclakeClient
+
+percentile = core_commit.percentile
 
 BATCH_SIZES = (1, 100, 1000)
 BODIES = ("json", "binary", "ndjson", "arrow")
@@ -87,64 +83,7 @@ class Sizes:
     small_files: int
 
 
-def load_core_commit() -> ModuleType:
-    """bench/core_commit.py as a module, loaded from its path (bench/ is not a package)."""
-    path = Path(__file__).with_name("core_commit.py")
-    spec = importlib.util.spec_from_file_location("topiclake_bench_core_commit", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-CORE = load_core_commit()
-percentile: Callable[[list[float], float], float] = CORE.percentile
-
-
 # ---------------------------------------------------------------------------------------------- gateway
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class GatewayProcess:
-    """``topiclake serve`` in a subprocess over ``warehouse``; ``env`` adds settings (``TOPICLAKE_*``)."""
-
-    def __init__(self, warehouse: Path, log: Path, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse)]
-        cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
-        self._log = log.open("ab")
-        self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"gateway did not start; see {log}:\n{log.read_text()[-2000:]}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
 
 
 # ---------------------------------------------------------------------------------------------- load
@@ -422,18 +361,11 @@ def add_targets(results: list[Result]) -> None:
 
 
 def machine(sizes: Sizes) -> dict[str, str]:
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": str(nproc),
-        "python": platform.python_version(),
-        "deltalake": deltalake.__version__,
-        "pyarrow": pa.__version__,
-        "httpx": httpx.__version__,
-        "platform": platform.platform(),
-        "gateway": "topiclake serve, 1 uvicorn worker, default broker settings",
-        "data": f"{sizes.fetch_records:,} records for fetches, {sizes.small_files:,} single-record commits",
-    }
+    return _common.machine(
+        httpx=httpx.__version__,
+        gateway="topiclake serve, 1 uvicorn worker, default broker settings",
+        data=f"{sizes.fetch_records:,} records for fetches, {sizes.small_files:,} single-record commits",
+    )
 
 
 def markdown(results: list[Result], info: dict[str, str]) -> str:
@@ -478,9 +410,9 @@ def run(
     limits: Limits, sizes: Sizes, smoke: bool, root: Path, progress: Callable[[str], None]
 ) -> list[Result]:
     results: list[Result] = []
-    core_limits = CORE.Limits(limits.seconds, limits.max_calls)
+    core_limits = core_commit.Limits(limits.seconds, limits.max_calls)
     for batch in (100, 1) if smoke else BATCH_SIZES:
-        raw = CORE.bench_raw(root, batch, core_limits)
+        raw = core_commit.bench_raw(root, batch, core_limits)
         results.append(
             Result(RAW, "delta-rs", "all", 1, batch, raw.calls, raw.records, raw.seconds, raw.records_per_s,
                    raw.p50_ms, raw.p99_ms)

@@ -21,15 +21,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import math
 import os
-import platform
 import re
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,7 +36,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import deltalake
 import httpx
 import numpy as np
 import orjson
@@ -48,6 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+import _common
+from _common import GatewayProcess, percentile
 from topiclake.platform import BrokerConfig
 
 TOPIC = "sustained"
@@ -62,15 +59,6 @@ POS_SHIFT = 40  # (partition << 40) | offset
 KEY_SHIFT = 32  # (thread << 32) | sequence
 LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
 CONFIG = BrokerConfig()
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The q-th percentile (0..100), nearest rank; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
 
 
 def value_for(thread: int, seq: int) -> str:
@@ -95,57 +83,6 @@ def key_of_text(text: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- gateway
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Gateway:
-    """``topiclake serve`` in a subprocess on 127.0.0.1 over ``warehouse``; output goes to ``log``."""
-
-    def __init__(self, warehouse: Path, log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse)]
-        cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
-        self._out = log.open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, env=dict(os.environ))
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"gateway did not start; see {log}:\n{log.read_text()[-2000:]}")
-            time.sleep(0.05)
-
-    def rss_mb(self) -> float | None:
-        """VmRSS of the gateway process, in MiB."""
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if not self._out.closed:
-            self._out.close()
 
 
 # ---------------------------------------------------------------------------------------------- metrics
@@ -531,7 +468,7 @@ class TableSample:
     rss_mb: float | None
 
 
-def sample_table(uri: str, log_dir: Path, gateway: Gateway) -> TableSample:
+def sample_table(uri: str, log_dir: Path, gateway: GatewayProcess) -> TableSample:
     files: dict[int, int] = {p: 0 for p in range(PARTITIONS)}
     bounds: dict[int, int] = {p: file_bound(0) for p in range(PARTITIONS)}
     adds = pa.table(DeltaTable(uri).get_add_actions(flatten=True))
@@ -734,21 +671,14 @@ def verdicts(windows: list[Window], check: dict[str, Any]) -> list[Verdict]:
 
 
 def machine(args: argparse.Namespace, seconds: float) -> dict[str, str]:
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": str(nproc),
-        "python": platform.python_version(),
-        "deltalake": deltalake.__version__,
-        "pyarrow": pa.__version__,
-        "platform": platform.platform(),
-        "gateway": "topiclake serve, 1 uvicorn worker, default broker settings (maintenance on)",
-        "load": f"{PRODUCERS} producer threads (1 record/request, acks=all, 100 B), 1 group member, "
+    return _common.machine(
+        gateway="topiclake serve, 1 uvicorn worker, default broker settings (maintenance on)",
+        load=f"{PRODUCERS} producer threads (1 record/request, acks=all, 100 B), 1 group member, "
         f"1 reader, {PARTITIONS} partitions, {seconds:g} s in windows of {args.window_seconds:g} s",
-        "broker": f"linger_ms={CONFIG.linger_ms}, checkpoint_interval={CONFIG.checkpoint_interval}, "
+        broker=f"linger_ms={CONFIG.linger_ms}, checkpoint_interval={CONFIG.checkpoint_interval}, "
         f"log_retention_ms={CONFIG.log_retention_ms}, compact_min_files={CONFIG.compact_min_files}, "
         f"maintenance_interval_ms={CONFIG.maintenance_interval_ms}",
-    }
+    )
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -851,7 +781,7 @@ def wait_until(pred: Any, timeout_s: float) -> float | None:
 def run(args: argparse.Namespace, seconds: float, root: Path, progress: Any) -> dict[str, Any]:
     window_s = args.window_seconds
     windows = max(1, math.ceil(seconds / window_s - 1e-9))
-    gateway = Gateway(root / "warehouse", root / "gateway.log")
+    gateway = GatewayProcess(root / "warehouse", root / "gateway.log")
     stop = threading.Event()
     abort = threading.Event()
     threads: list[threading.Thread] = []

@@ -1,0 +1,100 @@
+"""What the benchmark scripts share: percentiles, the machine they ran on, a gateway in a subprocess.
+
+The scripts run as files (``python bench/<name>.py``), so this folder is on their import path and they
+import this module by name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import deltalake
+import httpx
+import pyarrow as pa
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0..100), nearest rank; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def machine(**extra: str) -> dict[str, str]:
+    """Date, cores and versions of this run, plus the script's own ``extra`` facts."""
+    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": str(nproc),
+        "python": platform.python_version(),
+        "deltalake": deltalake.__version__,
+        "pyarrow": pa.__version__,
+        "platform": platform.platform(),
+        **extra,
+    }
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class GatewayProcess:
+    """``topiclake serve`` in a subprocess on 127.0.0.1 over ``warehouse``; output goes to ``log``;
+    ``env`` adds settings (``TOPICLAKE_*``)."""
+
+    def __init__(self, warehouse: Path, log: Path, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse)]
+        cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
+        self._out = log.open("ab")
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"gateway did not start; see {log}:\n{log.read_text()[-2000:]}")
+            time.sleep(0.05)
+
+    def rss_mb(self) -> float | None:
+        """VmRSS of the gateway process, in MiB."""
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return None
+
+    def stop(self) -> None:
+        """SIGTERM (the gateway commits what is pending), SIGKILL after 30 s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if not self._out.closed:
+            self._out.close()
