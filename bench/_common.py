@@ -13,7 +13,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import deltalake
@@ -42,6 +44,19 @@ def machine(**extra: str) -> dict[str, str]:
         "platform": platform.platform(),
         **extra,
     }
+
+
+def run_threads(count: int, client: Callable[[int], None], barrier: threading.Barrier) -> float:
+    """Run ``client(i)`` in ``count`` threads that all wait on ``barrier`` (made for ``count + 1``) before
+    they start; return the seconds from the start to the last thread's end."""
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(count)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
 
 
 def free_port() -> int:

@@ -193,14 +193,7 @@ def bench_threads(broker: Broker, limits: Limits) -> Result:
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in threads:
-        t.join()
-    seconds = time.perf_counter() - start
+    seconds = _common.run_threads(THREADS, client, barrier)
     if errors:
         raise errors[0]
     latencies = [x for lat in per_thread for x in lat]

@@ -162,14 +162,7 @@ def run_load(url: str, clients: int, limits: Limits, request_for: Callable[[int,
             except BaseException as exc:
                 failures.append(exc)
 
-    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in threads:
-        t.join()
-    seconds = time.perf_counter() - start
+    seconds = _common.run_threads(clients, client, barrier)
     if failures:
         raise failures[0]
     return Load(
