@@ -12,6 +12,7 @@ PINNED: dict[str, list[str]] = {
         "BrokerConfig",
         "FetchResult",
         "GroupCoordinator",
+        "LogLease",
         "Partitioner",
         "ProducerInfo",
         "Record",

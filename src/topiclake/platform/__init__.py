@@ -4,6 +4,7 @@ from topiclake.platform.broker import Broker
 from topiclake.platform.catalog import TopicCatalog, TopicInfo
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.group_coordinator import GroupCoordinator
+from topiclake.platform.leases import LogLease
 from topiclake.platform.partitioner import Partitioner, murmur2, partition_for_key
 from topiclake.platform.records import FetchResult, ProducerInfo, Record, RecordResult
 from topiclake.platform.storage import Storage
@@ -15,6 +16,7 @@ __all__ = [
     "BrokerConfig",
     "FetchResult",
     "GroupCoordinator",
+    "LogLease",
     "Partitioner",
     "ProducerInfo",
     "Record",

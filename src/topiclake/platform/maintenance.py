@@ -8,7 +8,7 @@ every open topic:
 
 - a checkpoint every ``checkpoint_interval`` versions, then deletes log entries older than the checkpoint
   and than ``log_retention_ms`` (the table's ``delta.logRetentionDuration``; Spark's cleanup honours the
-  same property);
+  same property) unless a reader holds a log lease on the topic (:mod:`topiclake.platform.leases`);
 - compaction of every (partition, segment) that has ``compact_min_files`` small files: its records
   rewritten, sorted by offset, into few files by a predicate overwrite (see :meth:`TableMaintainer._rewrite`
   for why not delta-rs ``optimize``). It never blocks a producer: an append that raced it commits again
@@ -31,6 +31,7 @@ from deltalake.exceptions import DeltaError
 
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.file_index import DataFile, FileIndex, build_index, read_files
+from topiclake.platform.leases import active_leases
 from topiclake.platform.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class MaintenanceStats:
     """What maintenance did to one table (for metrics, benchmarks and tests)."""
 
     checkpoints: int = 0
+    cleanups_held: int = 0
     compactions: int = 0
     files_removed: int = 0
     files_added: int = 0
@@ -99,7 +101,10 @@ class TableMaintainer:
         if version - max(self.stats.last_checkpoint_version, 0) < self._config.checkpoint_interval:
             return
         dt.create_checkpoint()
-        dt.cleanup_metadata()
+        if active_leases(self._storage, self.topic):
+            self.stats.cleanups_held += 1  # a reader holds the log whole (platform/leases.py)
+        else:
+            dt.cleanup_metadata()
         self.stats.checkpoints += 1
         self.stats.last_checkpoint_version = version
         logger.debug("topic %s: checkpoint at version %d, old log entries cleaned", self.topic, version)
