@@ -373,3 +373,16 @@ def test_a_table_with_features_delta_rs_cannot_write_is_refused(tmp_path: Path) 
     dt.alter.add_feature(TableFeatures.DomainMetadata, allow_protocol_versions_increase=True)
     with Broker(storage) as broker, pytest.raises(StorageError, match="domainMetadata"):
         broker.produce("t", [Record(value=b"refused")])
+
+
+def test_columnar_path_counts_headers_and_checks_timestamps(broker: Broker) -> None:
+    broker.create_topic("t", configs={"max.message.bytes": "200"})
+    headers = pa.array([[{"key": "h", "value": b"x" * 150}]], TOPIC_SCHEMA.field("headers").type)
+    big = pa.table({"value": pa.array([b"v" * 100], pa.binary()), "headers": headers})
+    with pytest.raises(RecordTooLarge):
+        broker.produce_arrow("t", 0, big)
+    with pytest.raises(InvalidRecord, match="negative"):
+        broker.produce_arrow(
+            "t", 0, pa.table({"value": pa.array([b"v"]), "timestamp_ms": pa.array([-5], pa.int64())})
+        )
+    assert broker.list_offsets("t", 0, "latest") == 0

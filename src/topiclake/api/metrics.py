@@ -33,13 +33,18 @@ class _PartitionCollector(Collector):
         fences = GaugeMetricFamily(
             "topiclake_topic_fences", "Commits fenced by another writer on this topic", labels=["topic"]
         )
+        buffered = GaugeMetricFamily(
+            "topiclake_buffer_used_bytes", "Accepted but not yet committed bytes (429 beyond the limit)"
+        )
         if broker is not None:
+            buffered.add_metric([], broker.budget.used)
             for log in broker.open_logs():
                 stats: dict[str, Any] = log.stats()
                 for partition, hwm in stats["high_watermarks"].items():
                     end.add_metric([log.topic, str(partition)], hwm)
                 commits.add_metric([log.topic], stats["commits"])
                 fences.add_metric([log.topic], stats["fences"])
+        yield buffered
         yield end
         yield commits
         yield fences

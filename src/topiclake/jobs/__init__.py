@@ -1,5 +1,22 @@
-"""Spark jobs (compaction, retention, key compaction, reprocessing) and the Spark session builder."""
+"""Spark jobs (compaction, retention, key compaction, reprocessing) and the Spark session builder.
 
-from topiclake.jobs.session import get_spark
+``get_spark`` is loaded on first use, so ``python -m topiclake.jobs.jars`` runs without this package
+having imported that module first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from topiclake.jobs.session import get_spark
 
 __all__ = ["get_spark"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "get_spark":
+        from topiclake.jobs.session import get_spark
+
+        return get_spark
+    raise AttributeError(f"module 'topiclake.jobs' has no attribute {name!r}")

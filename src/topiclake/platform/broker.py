@@ -285,13 +285,10 @@ class Broker:
         log = self.log(topic)
         data = _conform(table)
         limit = log.info.config.max_message_bytes
-        sizes = pc.add(
-            pc.fill_null(pc.binary_length(data["key"]), 0), pc.fill_null(pc.binary_length(data["value"]), 0)
-        )
-        if data.num_rows and pc.max(sizes).as_py() > limit:
-            raise RecordTooLarge(
-                f"a record is larger than max.message.bytes={limit} of topic {topic}", topic=topic
-            )
+        for i in _suspects(data, [None] * data.num_rows, limit, log.info.partitions):
+            error = self._check_row(topic, data, i, None, limit, log.info.partitions)
+            if error is not None:  # one bad record fails the whole columnar batch
+                raise error
         if producer is not None:
             seqs = pa.array(range(producer.base_sequence, producer.base_sequence + data.num_rows), pa.int32())
             data = data.append_column("sequence", seqs)

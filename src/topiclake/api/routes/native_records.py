@@ -60,8 +60,8 @@ def _columns(objs: list[Any], encoding: str) -> tuple[pa.Table, list[int | None]
                 )
             k = obj.get("key")
             v = obj.get("value")
-            if as_json:
-                key = None if k is None else dumps(k)
+            if as_json:  # a string key is its UTF-8 text, as Kafka's StringSerializer writes it
+                key = None if k is None else k.encode() if type(k) is str else dumps(k)
                 value = None if v is None else dumps(v)
             else:
                 key = codec.encode(k, encoding, "key")
