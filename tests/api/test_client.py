@@ -93,7 +93,7 @@ def test_produce_and_fetch_in_each_encoding(gateway: Gateway, tl: TopiclakeClien
     assert p is not None
     got = tl.fetch("t", p, 0)
     (rec,) = got["records"]
-    assert decode_bytes(rec["key"]) == b'"k"' and orjson.loads(decode_bytes(rec["value"]) or b"") == {"n": 1}
+    assert decode_bytes(rec["key"]) == b"k" and orjson.loads(decode_bytes(rec["value"]) or b"") == {"n": 1}
     assert rec["headers"] == [{"key": "h", "value": base64.b64encode(b"v").decode()}]
     assert got["next_offset"] == got["high_watermark"] == 1
     as_json = tl.fetch("t", 1, 0, encoding="json")
