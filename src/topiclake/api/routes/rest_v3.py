@@ -99,7 +99,8 @@ def _accept(request: Request) -> None:
     negotiate(request, (JSON,))
 
 
-def _collection(kind: str, self_url: str, data: list[dict[str, Any]]) -> dict[str, Any]:
+def collection(kind: str, self_url: str, data: list[dict[str, Any]]) -> dict[str, Any]:
+    """A v3 list body: ``kind``, ``metadata.self`` and ``data``."""
     return {"kind": kind, "metadata": {"self": self_url, "next": None}, "data": data}
 
 
@@ -247,7 +248,7 @@ def _partition_id(raw: str, info: TopicInfo) -> int:
 async def list_clusters(request: Request, broker: BrokerDep) -> Response:
     _accept(request)
     return json_response(
-        _collection("KafkaClusterList", url(request, "clusters"), [cluster_data(request, broker)])
+        collection("KafkaClusterList", url(request, "clusters"), [cluster_data(request, broker)])
     )
 
 
@@ -265,9 +266,7 @@ async def list_brokers(
     _accept(request)
     check_cluster(broker, cluster_id)
     data = [broker_data(request, broker, settings)]
-    return json_response(
-        _collection("KafkaBrokerList", url(request, "clusters", cluster_id, "brokers"), data)
-    )
+    return json_response(collection("KafkaBrokerList", url(request, "clusters", cluster_id, "brokers"), data))
 
 
 @router.get("/clusters/{cluster_id}/brokers/{broker_id}", summary="Get a broker")
@@ -290,7 +289,7 @@ async def list_topics(request: Request, broker: BrokerDep, cluster_id: str) -> R
     check_cluster(broker, cluster_id)
     infos = await call(broker.list_topics)
     data = [_topic(request, cluster_id, info) for info in sorted(infos, key=lambda i: i.name)]
-    return json_response(_collection("KafkaTopicList", url(request, "clusters", cluster_id, "topics"), data))
+    return json_response(collection("KafkaTopicList", url(request, "clusters", cluster_id, "topics"), data))
 
 
 @router.post(
@@ -368,7 +367,7 @@ async def list_all_topic_configs(request: Request, broker: BrokerDep, cluster_id
     infos = sorted(await call(broker.list_topics), key=lambda i: i.name)
     data = [config_data(request, cluster_id, info, name) for info in infos for name in CONFIG_NAMES]
     self_url = url(request, "clusters", cluster_id, "topics", "-", "configs")
-    return json_response(_collection("KafkaTopicConfigList", self_url, data))
+    return json_response(collection("KafkaTopicConfigList", self_url, data))
 
 
 @router.get("/clusters/{cluster_id}/topics/{topic_name}", summary="Get a topic")
@@ -412,7 +411,7 @@ async def list_topic_configs(
     info = await call(broker.describe_topic, check_topic_name(topic_name))
     data = [config_data(request, cluster_id, info, name) for name in CONFIG_NAMES]
     self_url = url(request, "clusters", cluster_id, "topics", topic_name, "configs")
-    return json_response(_collection("KafkaTopicConfigList", self_url, data))
+    return json_response(collection("KafkaTopicConfigList", self_url, data))
 
 
 @router.post(
@@ -507,7 +506,7 @@ async def list_partitions(request: Request, broker: BrokerDep, cluster_id: str, 
     leader = broker.config.broker_id
     data = [partition_data(request, cluster_id, info.name, p, leader) for p in range(info.partitions)]
     self_url = url(request, "clusters", cluster_id, "topics", topic_name, "partitions")
-    return json_response(_collection("KafkaPartitionList", self_url, data))
+    return json_response(collection("KafkaPartitionList", self_url, data))
 
 
 @router.get("/clusters/{cluster_id}/topics/{topic_name}/partitions/{partition_id}", summary="Get a partition")
@@ -533,7 +532,7 @@ async def list_replicas(
     p = _partition_id(partition_id, info)
     data = [replica_data(request, cluster_id, info.name, p, broker.config.broker_id)]
     self_url = url(request, "clusters", cluster_id, "topics", topic_name, "partitions", p, "replicas")
-    return json_response(_collection("KafkaReplicaList", self_url, data))
+    return json_response(collection("KafkaReplicaList", self_url, data))
 
 
 @router.get(

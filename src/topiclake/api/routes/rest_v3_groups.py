@@ -23,7 +23,7 @@ from topiclake.api.consumer_instances import get_groups
 from topiclake.api.deps import BrokerDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import negotiate
-from topiclake.api.routes.rest_v3 import check_cluster, crn, json_response, url
+from topiclake.api.routes.rest_v3 import check_cluster, collection, crn, json_response, url
 from topiclake.platform import Broker
 
 router = APIRouter(prefix="/v3", tags=["kafka-rest-v3"])
@@ -48,10 +48,6 @@ def _prepare(request: Request, broker: Broker, cluster_id: str) -> Any:
     negotiate(request, (JSON,))
     check_cluster(broker, cluster_id)
     return get_groups(request)
-
-
-def _collection(kind: str, self_url: str, data: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"kind": kind, "metadata": {"self": self_url, "next": None}, "data": data}
 
 
 def _describe(groups: Any, group: str) -> Any:
@@ -185,7 +181,7 @@ def list_groups(request: Request, broker: BrokerDep, cluster_id: str) -> Respons
     listing = sorted(groups.list_groups(), key=lambda g: g.group_id)
     data = [group_data(request, cluster_id, broker.config.broker_id, g) for g in listing]
     self_url = url(request, "clusters", cluster_id, "consumer-groups")
-    return json_response(_collection("KafkaConsumerGroupList", self_url, data))
+    return json_response(collection("KafkaConsumerGroupList", self_url, data))
 
 
 @router.get("/clusters/{cluster_id}/consumer-groups/{group}", summary="Get a consumer group")
@@ -202,7 +198,7 @@ def list_consumers(request: Request, broker: BrokerDep, cluster_id: str, group: 
     members = sorted(_describe(groups, group).members, key=lambda m: m.member_id)
     data = [consumer_data(request, cluster_id, group, m) for m in members]
     self_url = url(request, "clusters", cluster_id, "consumer-groups", group, "consumers")
-    return json_response(_collection("KafkaConsumerList", self_url, data))
+    return json_response(collection("KafkaConsumerList", self_url, data))
 
 
 def _member(groups: Any, group: str, consumer: str) -> Any:
@@ -231,7 +227,7 @@ def list_assignments(
     self_url = url(
         request, "clusters", cluster_id, "consumer-groups", group, "consumers", consumer, "assignments"
     )
-    return json_response(_collection("KafkaConsumerAssignmentList", self_url, data))
+    return json_response(collection("KafkaConsumerAssignmentList", self_url, data))
 
 
 @router.get(
@@ -265,7 +261,7 @@ async def list_lags(request: Request, broker: BrokerDep, cluster_id: str, group:
         raise _not_found("Consumer lags not found.")
     data = [lag_data(request, cluster_id, group, lag, members) for lag in lags]
     self_url = url(request, "clusters", cluster_id, "consumer-groups", group, "lags")
-    return json_response(_collection("KafkaConsumerLagList", self_url, data))
+    return json_response(collection("KafkaConsumerLagList", self_url, data))
 
 
 async def _one_lag(
