@@ -13,6 +13,11 @@ A lease is a small JSON file ``_system/leases/<topic>/<id>.json`` holding its ex
 renews it in a background thread while it runs, so a crashed holder stops protecting the log once its
 lease expires (``ttl_s`` after the last renewal). While any lease on a topic is unexpired, the
 maintenance thread still writes checkpoints but deletes no log entry.
+
+A lease of kind ``write`` is a writer's intent: a writer outside the gateway (Spark's sink, reprocessing)
+whose commits keep losing the race against a busy gateway's group commits takes one, and the gateway holds
+its own commits of that topic while it is active (at most :data:`WRITE_INTENT_MAX_S` per hold), so the
+writer gets its turn (:mod:`topiclake.platform.topic_writer`).
 """
 
 from __future__ import annotations
@@ -36,8 +41,15 @@ def _lease_dir(topic: str) -> str:
     return f"_system/leases/{topic}"
 
 
-def active_leases(storage: Storage, topic: str, now: float | None = None) -> list[dict[str, object]]:
-    """The unexpired leases on a topic's log (expired ones are ignored, not deleted)."""
+#: Longest a gateway holds its commits for other writers' intents, in seconds.
+WRITE_INTENT_MAX_S = 5.0
+
+
+def active_leases(
+    storage: Storage, topic: str, now: float | None = None, kind: str | None = None
+) -> list[dict[str, object]]:
+    """The unexpired leases on a topic's log (expired ones are ignored, not deleted); of one ``kind`` if
+    given (``log`` or ``write``)."""
     fs = storage.filesystem(storage.root)
     now = time.time() if now is None else now
     try:
@@ -53,7 +65,7 @@ def active_leases(storage: Storage, topic: str, now: float | None = None) -> lis
                 lease = json.loads(fh.read())
         except (OSError, ValueError):
             continue  # being written or removed right now
-        if float(lease.get("expires", 0)) > now:
+        if float(lease.get("expires", 0)) > now and (kind is None or lease.get("kind", "log") == kind):
             leases.append(lease)
     return leases
 
@@ -66,19 +78,24 @@ class LogLease:
         topic: The topic whose log must stay.
         holder: Who holds it (shown in logs and in the lease file).
         ttl_s: How long the lease lasts without renewal; it is renewed every ``ttl_s / 3``.
+        kind: ``log`` (hold the Delta log whole) or ``write`` (a writer's intent; also holds the log).
     """
 
-    def __init__(self, storage: Storage, topic: str, holder: str = "reader", ttl_s: float = 60.0) -> None:
+    def __init__(
+        self, storage: Storage, topic: str, holder: str = "reader", ttl_s: float = 60.0, kind: str = "log"
+    ) -> None:
         self._fs = storage.filesystem(storage.root)
         self.topic = topic
         self.holder = holder
         self.ttl_s = ttl_s
+        self.kind = kind
         self.path = f"{_lease_dir(topic)}/{uuid.uuid4().hex}.json"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, name=f"lease-{topic}", daemon=True)
 
     def _write(self) -> None:
-        body = {"topic": self.topic, "holder": self.holder, "expires": time.time() + self.ttl_s}
+        expires = time.time() + self.ttl_s
+        body = {"topic": self.topic, "holder": self.holder, "kind": self.kind, "expires": expires}
         self._fs.create_dir(_lease_dir(self.topic), recursive=True)
         with self._fs.open_output_stream(self.path) as fh:
             fh.write(json.dumps(body).encode())

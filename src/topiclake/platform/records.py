@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from topiclake.errors import InvalidRecord, TopiclakeError
-from topiclake.schemas import HEADERS_TYPE
+from topiclake.schemas import CREATE_TIME, HEADERS_TYPE, LOG_APPEND_TIME, TOPIC_SCHEMA
 
 Acks = Literal["all", "1", "0"]
 
@@ -121,3 +122,60 @@ def records_to_arrow(records: Sequence[Record]) -> pa.Table:
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
         raise InvalidRecord(f"records cannot be encoded: {exc}") from exc
+
+
+def topic_rows(
+    table: pa.Table,
+    topic: str,
+    partition: int,
+    base_offset: int,
+    segment: int,
+    now: int,
+    log_append_time: bool,
+    producer: ProducerInfo | None = None,
+) -> pa.Table:
+    """The topic table's rows (:data:`~topiclake.schemas.TOPIC_SCHEMA`) for an input batch of one partition.
+
+    Args:
+        table: Input columns (:data:`INPUT_SCHEMA`, plus ``sequence`` for an idempotent producer).
+        topic: Topic name.
+        partition: Partition the batch goes to.
+        base_offset: Offset of the batch's first record; the others follow contiguously.
+        segment: The partition's live segment (its base offset).
+        now: Epoch ms used for missing CreateTimes and for LogAppendTime.
+        log_append_time: The topic's ``message.timestamp.type`` is LogAppendTime.
+        producer: The idempotent producer, when there is one.
+    """
+    n = table.num_rows
+    if log_append_time:
+        ts = pa.array([now] * n, pa.int64())
+        ts_type = LOG_APPEND_TIME
+    else:
+        ts = pc.fill_null(table["timestamp_ms"], now)
+        ts_type = CREATE_TIME
+    ts_us = pc.multiply(pc.cast(ts, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
+    if producer is not None and "sequence" in table.column_names:
+        pid = pa.array([producer.producer_id] * n, pa.int64())
+        epoch = pa.array([producer.epoch] * n, pa.int32())
+        seq = table["sequence"].cast(pa.int32())
+    else:
+        pid = pa.nulls(n, pa.int64())
+        epoch = pa.nulls(n, pa.int32())
+        seq = pa.nulls(n, pa.int32())
+    return pa.Table.from_arrays(
+        [
+            table["key"],
+            table["value"],
+            pa.array([topic] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()),
+            pa.arange(base_offset, base_offset + n).cast(pa.int64()) if n else pa.array([], pa.int64()),
+            ts_us,
+            pa.array([ts_type] * n, pa.int32()),
+            table["headers"],
+            pa.array([segment] * n, pa.int64()),
+            pid,
+            epoch,
+            seq,
+        ],
+        schema=TOPIC_SCHEMA,
+    )

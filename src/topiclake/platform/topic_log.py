@@ -40,6 +40,7 @@ from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicInfo
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.file_index import DataFile, FileIndex, build_index, read_file, read_files
+from topiclake.platform.leases import WRITE_INTENT_MAX_S, active_leases
 from topiclake.platform.maintenance import TableMaintainer, log_retention_property
 from topiclake.platform.producer_state import (
     Duplicate,
@@ -47,16 +48,10 @@ from topiclake.platform.producer_state import (
     decode_state,
     producer_app_id,
 )
-from topiclake.platform.records import Acks, FetchResult, ProducerInfo, now_ms
+from topiclake.platform.records import Acks, FetchResult, ProducerInfo, now_ms, topic_rows
 from topiclake.platform.storage import Storage
 from topiclake.platform.tail_cache import TailCache, bounded_concat
-from topiclake.schemas import (
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    PARTITION_COLUMNS,
-    TOPIC_SCHEMA,
-    TOPIC_TABLE_PROPERTIES,
-)
+from topiclake.schemas import PARTITION_COLUMNS, TOPIC_SCHEMA, TOPIC_TABLE_PROPERTIES
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +145,8 @@ class TopicLog:
         self.commits = 0
         self.fences = 0
         self.commit_latencies_ms: list[float] = []
+        self._intents_checked = 0.0
+        self._intents = False
         self._dt = self._open_table()
         self.maintainer = TableMaintainer(self.topic, self.uri, storage, config)
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
@@ -378,40 +375,7 @@ class TopicLog:
         log_append: bool,
         producer: ProducerInfo | None,
     ) -> pa.Table:
-        n = table.num_rows
-        ts_ms = table["timestamp_ms"]
-        if log_append:
-            ts = pa.array([now] * n, pa.int64())
-            ts_type = LOG_APPEND_TIME
-        else:
-            ts = pc.fill_null(ts_ms, now)
-            ts_type = CREATE_TIME
-        ts_us = pc.multiply(pc.cast(ts, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
-        if producer is not None and "sequence" in table.column_names:
-            pid = pa.array([producer.producer_id] * n, pa.int64())
-            epoch = pa.array([producer.epoch] * n, pa.int32())
-            seq = table["sequence"].cast(pa.int32())
-        else:
-            pid = pa.nulls(n, pa.int64())
-            epoch = pa.nulls(n, pa.int32())
-            seq = pa.nulls(n, pa.int32())
-        return pa.Table.from_arrays(
-            [
-                table["key"],
-                table["value"],
-                pa.array([self.topic] * n, pa.string()),
-                pa.array([partition] * n, pa.int32()),
-                pa.arange(base, base + n).cast(pa.int64()) if n else pa.array([], pa.int64()),
-                ts_us,
-                pa.array([ts_type] * n, pa.int32()),
-                table["headers"],
-                pa.array([segment] * n, pa.int64()),
-                pid,
-                epoch,
-                seq,
-            ],
-            schema=TOPIC_SCHEMA,
-        )
+        return topic_rows(table, self.topic, partition, base, segment, now, log_append, producer)
 
     # ------------------------------------------------------------------ flush
 
@@ -493,7 +457,6 @@ class TopicLog:
                 take = list(self._inflight)
             if not take:
                 return
-            expected = {p.partition: self._parts[p.partition].high_watermark for p in take}
             ends: dict[int, int] = {}
             producers: dict[int, int] = {}
             for pend in take:
@@ -504,6 +467,7 @@ class TopicLog:
             txns = [Transaction(partition_app_id(self.topic, p), end, now) for p, end in sorted(ends.items())]
             txns += [Transaction(producer_app_id(self.topic, pid), v, now) for pid, v in producers.items()]
             data = pa.concat_tables([p.table for p in take])
+            self._yield_to_writers()
             base_version = self._dt.version()
             try:
                 write_deltalake(
@@ -520,6 +484,10 @@ class TopicLog:
                     post_commithook_properties=self._hooks,
                 )
                 self._storage.sync_commit(self.uri, self._dt.version())
+                if self._dt.version() != base_version + 1:
+                    # delta-rs committed on top of others' commits, now in our snapshot: if one of them
+                    # was another writer's, queued records must move behind it before the next commit
+                    self._rebase_if_fenced(committed=ends)
                 return
             except _FOREIGN_ERRORS as exc:
                 attempt += 1
@@ -529,7 +497,7 @@ class TopicLog:
                         "topic %s: commit %s landed despite error (%s)", self.topic, commit_id, reason
                     )
                     return
-                if self._rebase_if_fenced(expected):
+                if self._rebase_if_fenced():
                     attempt = 0  # another writer moved on: a fresh try with new offsets
                     continue
                 if attempt >= self._config.commit_attempts:
@@ -552,6 +520,26 @@ class TopicLog:
                 )
                 time.sleep(backoff)
 
+    def _yield_to_writers(self) -> None:
+        """Hold this commit while another writer of the topic has announced its intent (see leases.py).
+
+        The lease directory is looked at once every 100 ms at most, so an idle check costs nothing.
+        """
+        deadline = time.monotonic() + WRITE_INTENT_MAX_S
+        while True:
+            now = time.monotonic()
+            if now - self._intents_checked >= (0.02 if self._intents else 0.1):
+                self._intents_checked = now
+                try:
+                    self._intents = bool(active_leases(self._storage, self.topic, kind="write"))
+                except OSError:
+                    self._intents = False
+                if self._intents:
+                    logger.info("topic %s: holding commits for another writer's intent", self.topic)
+            if not self._intents or now >= deadline or self._closing:
+                return
+            time.sleep(0.01)
+
     def _refresh_after_failure(self) -> bool:
         try:
             self._dt.update_incremental()
@@ -566,11 +554,14 @@ class TopicLog:
             return False
         return any(c.get("topiclake.commit") == commit_id for c in self._dt.history(newer))
 
-    def _rebase_if_fenced(self, expected: dict[int, int]) -> bool:
+    def _rebase_if_fenced(self, committed: dict[int, int] | None = None) -> bool:
+        # Every partition, not just those of the failed batch: the refreshed snapshot may hold another
+        # writer's commit to a partition we are about to write next, and a commit from a snapshot that
+        # already contains it would not be rejected.
         foreign = {}
-        for p, hwm in expected.items():
+        for p, part in list(self._parts.items()):
             tv = self._dt.transaction_version(partition_app_id(self.topic, p)) or 0
-            if tv != hwm:
+            if tv > max(part.high_watermark, (committed or {}).get(p, 0)):
                 foreign[p] = tv
         if not foreign:
             return False
