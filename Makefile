@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 JARS_STAMP := $(VENV)/.jars-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format bench bench-smoke bench-sustained clean
+.PHONY: install run test lint format bench bench-smoke bench-sustained bench-report clean
 
 install: $(STAMP) $(JARS_STAMP)
 
@@ -44,6 +44,10 @@ bench-smoke: install
 	$(PY) bench/core_commit.py --smoke
 	$(PY) bench/http_bench.py --smoke
 	$(PY) bench/sustained.py --smoke
+
+# Publish bench/results/*.md (not committed) to docs/benchmarks.md (committed, linked from the README).
+bench-report:
+	$(PY) bench/report.py
 
 # Issue 8: 10 minutes of continuous produce + a consumer group + a reader (SUSTAINED_ARGS="--minutes 2").
 bench-sustained: install
