@@ -46,6 +46,7 @@ PINNED: dict[str, list[str]] = {
         "TOPIC_TABLE_PROPERTIES",
     ],
     "topiclake.jobs": ["get_spark"],
+    "topiclake.spark": ["register"],
 }
 
 

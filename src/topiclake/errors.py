@@ -98,6 +98,15 @@ class OffsetOutOfRange(TopiclakeError):
     code = "offset_out_of_range"
 
 
+class DataLoss(OffsetOutOfRange):
+    """Records a reader had not read yet were deleted (by retention, or with their topic) before it read them.
+
+    Readers with ``failOnDataLoss=false`` log it and go on from the new log start instead.
+    """
+
+    code = "data_loss"
+
+
 class NotLeader(TopiclakeError):
     """This broker does not (or no longer) lead the partition; refresh metadata and retry there."""
 
@@ -166,6 +175,12 @@ class BrokerClosed(TopiclakeError):
 
     code = "broker_closed"
     retriable = True
+
+
+class SqlError(TopiclakeError):
+    """Spark could not run a SQL statement; the message is the first line of Spark's error."""
+
+    code = "sql_error"
 
 
 # -- consumer groups ---------------------------------------------------------------------------------------

@@ -321,6 +321,7 @@ class GroupCoordinator:
         Raises:
             GroupNotFound: No members and no committed offsets.
         """
+        self.store.refresh()  # offsets committed by other processes too (Spark's source with groupId)
         with self._lock:
             if group_id not in self._groups and group_id not in self.store.groups():
                 raise GroupNotFound(f"group {group_id!r} does not exist", group=group_id)
@@ -331,6 +332,7 @@ class GroupCoordinator:
 
     def list_groups(self) -> list[GroupListing]:
         """Every group with members or committed offsets, by id."""
+        self.store.refresh()
         now = time.monotonic()
         with self._lock:
             for group in self._groups.values():
@@ -349,6 +351,7 @@ class GroupCoordinator:
         Raises:
             GroupNotFound: No members and no committed offsets.
         """
+        self.store.refresh()
         now = time.monotonic()
         with self._lock:
             group = self._groups.get(group_id)

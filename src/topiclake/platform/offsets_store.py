@@ -139,6 +139,28 @@ class OffsetsStore:
         with self._lock:
             return {g for g, _, _ in self._latest}
 
+    def refresh(self) -> bool:
+        """See commits that another process (a Spark query's ``groupId``, another broker) made since.
+
+        Cheap when nothing changed (one look at the Delta log). Best effort: on a storage error the
+        in-memory state stays as it was. Returns whether the table had moved and was re-read.
+        """
+        with self._write_lock:  # never between our own append and its in-memory update
+            before = self._dt.version()
+            try:
+                try:
+                    self._dt.update_incremental()
+                except _FOREIGN:  # log entries after our version cleaned up: open the table afresh
+                    self._dt = self._open_or_create()
+                if self._dt.version() == before:
+                    return False
+                self._load()
+            except (*_FOREIGN, StorageError) as exc:
+                logger.warning("cannot refresh the offsets table %s: %s", self.uri, exc)
+                return False
+        logger.debug("offsets table %s moved on from version %d: reloaded", self.uri, before)
+        return True
+
     def stats(self) -> dict[str, int]:
         """Rows in the table, live (newest) rows, Delta commits and compactions so far."""
         with self._lock:
