@@ -13,8 +13,11 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
+from topiclake.errors import InvalidRequest, StorageError
 from topiclake.jobs.jars import jar_paths
 
 if TYPE_CHECKING:
@@ -28,6 +31,11 @@ DEFAULT_MASTER = "local[*]"
 
 #: Spark conf key carrying the topiclake warehouse URI, for jobs and the ``topiclake`` data source.
 WAREHOUSE_CONF = "spark.topiclake.warehouse"
+
+#: Where the persistent local Spark catalog lives below a local warehouse (see :func:`catalog_conf`).
+CATALOG_DIR = "_system/spark_catalog"
+
+_DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 _DELTA_DEFAULTS = "spark.databricks.delta.properties.defaults."
 
@@ -58,6 +66,18 @@ DELTA_RS_COMPATIBLE_CONF: dict[str, str] = {
 }
 
 
+def _worker_python() -> str:
+    """The executors' Python: spark-submit's when it launched this driver, else this interpreter.
+
+    Under spark-submit (``PYSPARK_GATEWAY_PORT`` set) the submitter may have chosen a shipped environment
+    (``--conf spark.pyspark.python=./environment/bin/python``, see topiclake.jobs.submit); spark-submit hands
+    it to the driver as ``PYSPARK_PYTHON`` and overriding it would run executors on the driver's venv.
+    """
+    if os.environ.get("PYSPARK_GATEWAY_PORT") and os.environ.get("PYSPARK_PYTHON"):
+        return os.environ["PYSPARK_PYTHON"]
+    return sys.executable
+
+
 def _register_topiclake(spark: SparkSession) -> None:
     """Call ``topiclake.spark.register(spark)`` when that package provides it."""
     try:
@@ -69,12 +89,97 @@ def _register_topiclake(spark: SparkSession) -> None:
         register(spark)
 
 
+def local_warehouse(warehouse: str) -> Path | None:
+    """The absolute local directory of a warehouse URI, or None for an object store (``s3://``, ...)."""
+    parsed = urlparse(warehouse)
+    if parsed.scheme == "file":
+        return Path(parsed.path).resolve()
+    if parsed.scheme and len(parsed.scheme) > 1:
+        return None
+    return Path(warehouse).expanduser().resolve()
+
+
+def catalog_conf(warehouse: str) -> dict[str, str]:
+    """Spark settings for a persistent catalog kept inside a local warehouse.
+
+    Spark's Hive catalog with an embedded Derby metastore, all under ``<warehouse>/_system/spark_catalog``:
+    ``metastore_db/`` (Derby), ``warehouse/`` (``spark.sql.warehouse.dir``, for managed tables and
+    database directories) and ``derby.log``. Every session built with these settings (``topiclake sql``,
+    ``spark-sql``, a notebook) sees the same databases, tables and views. Embedded Derby admits one JVM
+    at a time: a second session opening the same metastore fails until the first one stops.
+
+    Creates the directory if needed.
+
+    Args:
+        warehouse: A local warehouse (path or ``file://`` URI).
+
+    Raises:
+        InvalidRequest: The warehouse is on an object store (Derby needs a local directory) or does not
+            exist.
+    """
+    root = local_warehouse(warehouse)
+    if root is None:
+        raise InvalidRequest(
+            f"a persistent local catalog needs a local warehouse, not {warehouse}: use an in-memory "
+            "catalog, a Hive metastore service or Unity Catalog",
+            warehouse=warehouse,
+        )
+    if not root.is_dir():
+        raise InvalidRequest(f"no warehouse at {root}", warehouse=warehouse)
+    home = root / CATALOG_DIR
+    home.mkdir(parents=True, exist_ok=True)
+    derby_log = str(home / "derby.log")
+    if any(c.isspace() for c in derby_log):
+        derby_log = f'"{derby_log}"'
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(home / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": (
+            f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true"
+        ),
+        # Derby writes derby.log into the working directory unless told otherwise.
+        _DRIVER_JAVA_OPTIONS: f"-Dderby.stream.error.file={derby_log}",
+    }
+
+
+def _check_catalog_free(warehouse: str) -> None:
+    """Fail fast when another JVM has the warehouse's Derby metastore open.
+
+    Derby holds an exclusive lock on ``metastore_db/dbex.lck`` while a JVM has the database booted;
+    without this check a second session logs thousands of lines of retries before it fails.
+    """
+    root = local_warehouse(warehouse)
+    if root is None:
+        return
+    lock_file = root / CATALOG_DIR / "metastore_db" / "dbex.lck"
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Windows
+        return
+    try:
+        fd = os.open(lock_file, os.O_RDWR)
+    except OSError:
+        return  # no metastore yet, or not ours to open: Derby will tell
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        raise StorageError(
+            f"the persistent catalog {root / CATALOG_DIR} is open in another Spark process (embedded Derby "
+            "admits one at a time: another topiclake sql, spark-sql or notebook?); stop that one, or use "
+            "an in-memory catalog (topiclake sql --no-catalog)",
+            uri=str(root / CATALOG_DIR),
+        ) from exc
+    finally:
+        os.close(fd)  # also releases the lock if we got it
+
+
 def spark_conf(
     master: str | None = None,
     app_name: str = "topiclake",
     *,
     warehouse: str | None = None,
     conf: Mapping[str, str] | None = None,
+    catalog: bool = False,
 ) -> dict[str, str]:
     """Return the Spark configuration :func:`get_spark` applies (overrides in ``conf`` win).
 
@@ -82,7 +187,11 @@ def spark_conf(
         master: Spark master URL; defaults to ``$TOPICLAKE_SPARK_MASTER`` or ``local[*]``.
         app_name: Application name shown by the cluster.
         warehouse: topiclake warehouse URI, exposed to jobs as ``spark.topiclake.warehouse``.
-        conf: Extra or overriding settings.
+        conf: Extra or overriding settings (``spark.driver.extraJavaOptions`` is appended to, not replaced).
+        catalog: Add :func:`catalog_conf` for ``warehouse``: the persistent local Hive catalog.
+
+    Raises:
+        InvalidRequest: ``catalog`` without a local ``warehouse``.
     """
     resolved_master = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
     settings: dict[str, str] = {
@@ -94,7 +203,7 @@ def spark_conf(
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # Without these, Python UDFs and Python data sources fail with
         # "Python worker failed to connect back" when another python is first on PATH.
-        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.python": _worker_python(),
         "spark.pyspark.driver.python": sys.executable,
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
@@ -115,8 +224,35 @@ def spark_conf(
         settings["spark.sql.execution.pythonUDF.arrow.enabled"] = "false"
     if warehouse is not None:
         settings[WAREHOUSE_CONF] = warehouse
-    settings.update(conf or {})
+    if catalog:
+        if warehouse is None:
+            raise InvalidRequest("a persistent catalog needs a warehouse")
+        settings.update(catalog_conf(warehouse))
+    overrides = dict(conf or {})
+    if _DRIVER_JAVA_OPTIONS in settings and _DRIVER_JAVA_OPTIONS in overrides:
+        overrides[_DRIVER_JAVA_OPTIONS] = (
+            f"{settings[_DRIVER_JAVA_OPTIONS]} {overrides[_DRIVER_JAVA_OPTIONS]}"
+        )
+    settings.update(overrides)
     return settings
+
+
+def _databricks_session(warehouse: str | None, conf: Mapping[str, str] | None) -> SparkSession:
+    """On Databricks the runtime owns the session (Delta built in, no jar cache, no master to pick):
+    reuse it and set only session-level settings (databricks/databricks.yml sets the same on the cluster).
+    """
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.getOrCreate()
+    settings = dict(DELTA_RS_COMPATIBLE_CONF)
+    if warehouse:
+        settings[WAREHOUSE_CONF] = warehouse
+    settings.update(conf or {})
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    _register_topiclake(spark)
+    logger.info("spark session of Databricks runtime %s", os.environ.get("DATABRICKS_RUNTIME_VERSION"))
+    return spark
 
 
 def get_spark(
@@ -125,6 +261,7 @@ def get_spark(
     *,
     warehouse: str | None = None,
     conf: Mapping[str, str] | None = None,
+    catalog: bool = False,
 ) -> SparkSession:
     """Build (or return the running) Spark session configured for Delta and topiclake.
 
@@ -137,14 +274,27 @@ def get_spark(
         app_name: Application name shown by the cluster.
         warehouse: topiclake warehouse URI, exposed to jobs as ``spark.topiclake.warehouse``.
         conf: Extra or overriding Spark settings (they win over the builder's).
+        catalog: Use the persistent local catalog of ``warehouse`` (:func:`catalog_conf`): Spark's Hive
+            catalog on an embedded Derby metastore. Off by default: an in-memory catalog. Only a new
+            session gets it (catalog settings cannot change in a running JVM; a warning says so).
 
     Returns:
         The active session, with log level WARN and the ``topiclake`` data source registered when
         ``topiclake.spark.register`` exists.
+
+    Raises:
+        InvalidRequest: ``catalog`` for a warehouse that is missing or not local.
+        StorageError: ``catalog`` while another process has the warehouse's Derby metastore open.
     """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    settings = spark_conf(master, app_name, warehouse=warehouse, conf=conf)
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return _databricks_session(warehouse, conf)
+    settings = spark_conf(master, app_name, warehouse=warehouse, conf=conf, catalog=catalog)
+    if catalog and warehouse is not None and SparkContext._gateway is None:
+        # no JVM of ours yet (after spark.stop() it lives on, and may hold the metastore itself)
+        _check_catalog_free(warehouse)
     # The launcher reads the worker Python from the environment as well as from the conf.
     os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
     # Block manager and RPC endpoints bind where the driver does, not to the host's first interface.
@@ -154,6 +304,11 @@ def get_spark(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if catalog and spark.conf.get("spark.sql.catalogImplementation", None) != "hive":
+        logger.warning(
+            "a Spark session without the persistent catalog was already running: its in-memory "
+            "catalog is used (stop it before asking for catalog=True)"
+        )
     _register_topiclake(spark)
     logger.info("spark session %s on %s", app_name, settings["spark.master"])
     return spark
