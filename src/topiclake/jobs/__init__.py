@@ -1,5 +1,9 @@
 """Spark jobs (compaction, retention, key compaction, reprocessing) and the Spark session builder.
 
+One module per job: ``compact``, ``retention``, ``compact_keys``, ``vacuum``, ``reprocess``, each with
+``parser()``, ``main(argv)`` and ``run(spark, config, progress=None) -> JobResult`` (docs/jobs.md); what they
+share is in ``_common`` (arguments, results, retries, ``main``) and ``_tables`` (topic tables, the rewrite).
+
 ``get_spark`` is loaded on first use, so ``python -m topiclake.jobs.jars`` runs without this package
 having imported that module first.
 """

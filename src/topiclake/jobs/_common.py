@@ -1,0 +1,471 @@
+"""What the Spark jobs share: arguments, results, progress, the log lease, conflict retries, ``main``.
+
+Every job module (``compact``, ``retention``, ``compact_keys``, ``vacuum``, ``reprocess``) has one shape:
+
+- ``parser() -> argparse.ArgumentParser``: its arguments (:func:`base_parser` adds the common ones);
+- ``main(argv) -> int``: parse, build the session with ``get_spark``, ``run``, print the summary
+  (:func:`run_main`);
+- ``run(spark, config, progress=None) -> JobResult``: the work, callable in-process with any session.
+
+A job never changes a topic table but in ONE Delta transaction per commit, with Delta's own conflict
+checks; a commit that loses against a concurrent one (the gateway's appends and compactions, another job)
+is planned again from a fresh snapshot and retried (:func:`retry_conflicts`). Offsets are never written
+and the high-watermark ``txn`` actions are never touched. What the jobs know about topic tables (the file
+index, segments, the rewrite) is in :mod:`topiclake.jobs._tables`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from topiclake.errors import (
+    CommitConflict,
+    InvalidRequest,
+    PartitionNotFound,
+    TopiclakeError,
+    TopicNotFound,
+)
+from topiclake.platform.catalog import CATALOG_TABLE, TopicCatalog, TopicInfo
+from topiclake.platform.leases import LogLease
+from topiclake.platform.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Environment variable of the default warehouse (as for ``topiclake serve``).
+WAREHOUSE_ENV = "TOPICLAKE_WAREHOUSE"
+DEFAULT_WAREHOUSE = "./data"
+#: Environment variable of the default Spark master (as for ``get_spark``).
+MASTER_ENV = "TOPICLAKE_SPARK_MASTER"
+
+#: Substrings of the messages of Delta's ``ConcurrentModificationException`` subclasses (and their error
+#: classes), as they reach Python through py4j or pyspark: a commit that lost against a concurrent one.
+CONFLICT_MARKERS: tuple[str, ...] = (
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+    "ConcurrentWriteException",
+    "ProtocolChangedException",
+    "MetadataChangedException",
+    "DELTA_CONCURRENT_",
+    "DELTA_PROTOCOL_CHANGED",
+    "DELTA_METADATA_CHANGED",
+)
+
+#: How often one commit is planned and tried before the job gives up with ``CommitConflict``.
+DEFAULT_ATTEMPTS = 8
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class TopicResult:
+    """What a job did to one topic.
+
+    Attributes:
+        topic: The topic.
+        partitions: Partitions the job looked at.
+        files_before: Data files of the topic table when the job started.
+        files_after: Data files when it ended (concurrent appends count too).
+        bytes_before: Bytes of those data files when the job started.
+        bytes_after: Bytes when it ended.
+        records_removed: Records the job deleted (retention, key compaction).
+        records_written: Records the job wrote (reprocessing).
+        log_start_offsets: Log start offset of every partition when the job ended.
+        commits: Delta commits the job made to the topic (or the target).
+        retries: Commits retried after losing against a concurrent commit.
+        skipped: Why nothing was done, if so.
+        details: Job-specific facts (segments deleted, files vacuumed, offset ranges, ...).
+    """
+
+    topic: str
+    partitions: int = 0
+    files_before: int = 0
+    files_after: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_removed: int = 0
+    records_written: int | None = None
+    log_start_offsets: dict[int, int] = field(default_factory=dict)
+    commits: int = 0
+    retries: int = 0
+    skipped: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line for this topic."""
+        if self.skipped:
+            return f"{self.topic}: skipped ({self.skipped})"
+        parts = [f"{self.partitions} partitions"]
+        if self.files_before or self.files_after:
+            parts.append(f"files {self.files_before} -> {self.files_after}")
+            parts.append(f"bytes {human_bytes(self.bytes_before)} -> {human_bytes(self.bytes_after)}")
+        if self.records_written is not None:
+            parts.append(f"records written {self.records_written}")
+        else:
+            parts.append(f"records removed {self.records_removed}")
+        for key, value in self.details.items():
+            parts.append(f"{key.replace('_', ' ')} {value}")
+        if self.log_start_offsets:
+            starts = " ".join(f"{p}:{o}" for p, o in sorted(self.log_start_offsets.items()))
+            parts.append(f"log start {starts}")
+        parts.append(f"{self.commits} commit{'s' if self.commits != 1 else ''}")
+        if self.retries:
+            parts.append(f"{self.retries} retried")
+        return f"{self.topic}: " + ", ".join(parts)
+
+
+@dataclass
+class JobResult:
+    """The outcome of one job run, over all its topics.
+
+    Attributes:
+        job: The job's name (``compact``, ``retention``, ...).
+        topics: One result per topic, in the order given.
+        seconds: Wall time of the run.
+    """
+
+    job: str
+    topics: list[TopicResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def records_removed(self) -> int:
+        """Records removed over all topics."""
+        return sum(t.records_removed for t in self.topics)
+
+    def summary(self) -> str:
+        """The one-line summary a run ends with."""
+        body = "; ".join(t.summary() for t in self.topics) or "no topics"
+        return f"{self.job}: {body} ({self.seconds:.1f} s)"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict."""
+        return asdict(self)
+
+
+def human_bytes(n: int) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+# ---------------------------------------------------------------------------------------------- progress
+
+
+class Progress(Protocol):
+    """Where a job reports how far it got: a rich progress bar in the CLI, the log elsewhere."""
+
+    def start(self, description: str, total: int) -> None:
+        """A new task of ``total`` steps begins (one per topic, usually)."""
+
+    def advance(self, note: str | None = None) -> None:
+        """One step of the current task is done; ``note`` says which."""
+
+
+class LogProgress:
+    """:class:`Progress` as log lines (spark-submit shows Spark's own progress bar beside them)."""
+
+    def __init__(self) -> None:
+        self._description = ""
+        self._total = 0
+        self._done = 0
+
+    def start(self, description: str, total: int) -> None:
+        self._description, self._total, self._done = description, total, 0
+        logger.info("%s: %d steps", description, total)
+
+    def advance(self, note: str | None = None) -> None:
+        self._done += 1
+        logger.info("%s: %d/%d %s", self._description, self._done, self._total, note or "")
+
+
+# ---------------------------------------------------------------------------------------------- arguments
+
+
+def base_parser(name: str, description: str) -> argparse.ArgumentParser:
+    """A parser with the arguments every job takes: warehouse, topics, master, storage options."""
+    parser = argparse.ArgumentParser(prog=f"python -m topiclake.jobs.{name}", description=description)
+    parser.add_argument(
+        "--warehouse",
+        default=os.environ.get(WAREHOUSE_ENV, DEFAULT_WAREHOUSE),
+        help=f"warehouse URI (default ${WAREHOUSE_ENV} or {DEFAULT_WAREHOUSE})",
+    )
+    parser.add_argument(
+        "--topic",
+        dest="topics",
+        action="append",
+        required=True,
+        metavar="NAME",
+        help="topic to work on (repeatable)",
+    )
+    parser.add_argument(
+        "--master",
+        default=os.environ.get(MASTER_ENV),
+        help=f"Spark master URL (default ${MASTER_ENV} or local[*]; ignored when a session is running)",
+    )
+    parser.add_argument(
+        "--storage-option",
+        dest="storage_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="object-store option for the warehouse, as delta-rs takes it (repeatable)",
+    )
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level"
+    )
+    return parser
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from exc
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def parse_pairs(items: Sequence[str] | None, option: str = "--storage-option") -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{"k": "v"}``.
+
+    Raises:
+        InvalidRequest: An item has no ``=`` or an empty key.
+    """
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidRequest(f"{option} expects KEY=VALUE, not {item!r}")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobConfig:
+    """The settings every job has.
+
+    Attributes:
+        warehouse: Warehouse URI.
+        topics: Topics to work on, in order.
+        master: Spark master URL for ``main`` (None: ``$TOPICLAKE_SPARK_MASTER`` or ``local[*]``).
+        storage_options: Object-store options of the warehouse (delta-rs names).
+    """
+
+    warehouse: str = DEFAULT_WAREHOUSE
+    topics: tuple[str, ...] = ()
+    master: str | None = None
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def common(ns: argparse.Namespace) -> dict[str, Any]:
+        """The common fields from parsed arguments, as keyword arguments of a config class."""
+        return {
+            "warehouse": ns.warehouse,
+            "topics": tuple(dict.fromkeys(ns.topics)),
+            "master": ns.master,
+            "storage_options": parse_pairs(ns.storage_options),
+        }
+
+    def storage(self) -> Storage:
+        """The warehouse as a :class:`Storage`."""
+        return Storage(self.warehouse, self.storage_options)
+
+    def check(self) -> None:
+        """Fail fast, before any Spark work, on what cannot run.
+
+        Raises:
+            InvalidRequest: No topic was given.
+            TopicNotFound: A topic does not exist.
+        """
+        if not self.topics:
+            raise InvalidRequest("give at least one --topic")
+        topic_infos(self.storage(), self.topics)
+
+
+def topic_infos(storage: Storage, names: Sequence[str]) -> dict[str, TopicInfo]:
+    """The catalog entries of some topics.
+
+    Raises:
+        TopicNotFound: One of them does not exist (or the warehouse has no topic catalog at all).
+    """
+    if not storage.is_table(storage.system_uri(CATALOG_TABLE)):
+        missing = names[0] if names else "?"
+        raise TopicNotFound(
+            f"topic {missing!r} does not exist: warehouse {storage.root} has no topics", topic=missing
+        )
+    catalog = TopicCatalog(storage)
+    return {name: catalog.get(name) for name in names}
+
+
+def check_partitions(storage: Storage, topics: Sequence[str], partitions: Sequence[int]) -> None:
+    """Fail when a topic lacks one of ``partitions``.
+
+    Raises:
+        PartitionNotFound: A topic has no such partition.
+    """
+    for name, info in topic_infos(storage, topics).items():
+        for p in partitions:
+            if not 0 <= p < info.partitions:
+                raise PartitionNotFound(
+                    f"topic {name} has no partition {p} (it has {info.partitions})", topic=name, partition=p
+                )
+
+
+# ---------------------------------------------------------------------------------------------- conflicts
+
+
+def conflict_reason(exc: BaseException) -> str | None:
+    """The line saying why a Delta commit lost against a concurrent one, or None for another error."""
+    text = str(exc)
+    if not any(marker in text for marker in CONFLICT_MARKERS):
+        return None
+    for line in text.splitlines():
+        if any(marker in line for marker in CONFLICT_MARKERS):
+            return line.strip()[:400]
+    return text.strip().splitlines()[0][:400]
+
+
+def retry_conflicts(
+    action: Callable[[], T],
+    *,
+    topic: str,
+    what: str,
+    attempts: int = DEFAULT_ATTEMPTS,
+    base_delay_s: float = 0.5,
+) -> tuple[T, int]:
+    """Run ``action`` (plan from a fresh snapshot + one commit) until it does not lose a conflict.
+
+    Returns:
+        What ``action`` returned, and how many times it was retried.
+
+    Raises:
+        CommitConflict: It lost ``attempts`` times in a row.
+    """
+    retries = 0
+    while True:
+        try:
+            return action(), retries
+        except Exception as exc:
+            reason = conflict_reason(exc)
+            if reason is None:
+                raise
+            retries += 1
+            if retries >= attempts:
+                raise CommitConflict(
+                    f"{what} of topic {topic} lost {retries} times against concurrent commits: {reason}",
+                    topic=topic,
+                ) from exc
+            delay = min(base_delay_s * 2 ** (retries - 1), 30.0) * (0.5 + random.random())
+            logger.warning(
+                "topic %s: %s lost against a concurrent commit (%s); retry %d/%d in %.1f s",
+                topic,
+                what,
+                reason,
+                retries,
+                attempts - 1,
+                delay,
+            )
+            time.sleep(delay)
+
+
+# ---------------------------------------------------------------------------------------------- lease
+
+
+@contextmanager
+def topic_lease(storage: Storage, topic: str, job: str) -> Iterator[LogLease]:
+    """Hold the topic's Delta log whole while the job reads and commits (see platform/leases.py)."""
+    lease = LogLease(storage, topic, holder=f"topiclake-{job}-{uuid.uuid4().hex[:8]}")
+    with lease:
+        yield lease
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def configure_logging(level: str) -> None:
+    """Log lines to stderr (entry points only)."""
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def start_spark(
+    name: str, config: JobConfig, conf: Mapping[str, str] | None = None
+) -> tuple[SparkSession, bool]:
+    """The session of an entry point: the running one if any, else a new one from ``get_spark``.
+
+    Returns:
+        The session and whether this call created it (then the caller stops it).
+    """
+    from pyspark.sql import SparkSession
+
+    from topiclake.jobs.session import get_spark
+
+    running = SparkSession.getActiveSession()
+    spark = get_spark(config.master, app_name=f"topiclake-{name}", warehouse=config.warehouse, conf=conf)
+    return spark, running is None
+
+
+def run_main(
+    name: str,
+    argv: Sequence[str] | None,
+    parser: argparse.ArgumentParser,
+    make_config: Callable[[argparse.Namespace], JobConfig],
+    run: Callable[[SparkSession, Any, Progress | None], JobResult],
+) -> int:
+    """The body of every job's ``main``: parse, check, run, print the summary.
+
+    Returns:
+        0 when the job ran, 1 on a topiclake error (``ClassName: message`` on stderr). Bad arguments
+        exit with argparse's usage error (2).
+    """
+    ns = parser.parse_args(argv)
+    configure_logging(ns.log_level)
+    try:
+        config = make_config(ns)
+        config.check()
+        spark, created = start_spark(name, config)
+        try:
+            result = run(spark, config, None)
+        finally:
+            if created:
+                spark.stop()
+    except TopiclakeError as exc:
+        sys.stderr.write(f"{type(exc).__name__}: {exc.message}\n")
+        return 1
+    sys.stdout.write(result.summary() + "\n")
+    return 0
