@@ -108,6 +108,12 @@ class TopicResult:
     skipped: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
+    def record_end(self, storage: Storage, topic: str, partitions: int) -> None:
+        """Fill in files, bytes and log start offsets of the topic table as it is now."""
+        from topiclake.jobs._tables import end_state
+
+        self.files_after, self.bytes_after, self.log_start_offsets = end_state(storage, topic, partitions)
+
     def summary(self) -> str:
         """One line for this topic."""
         if self.skipped:

@@ -82,6 +82,13 @@ def log_start_offsets(dt: DeltaTable, index: FileIndex, topic: str, partitions: 
     return out
 
 
+def end_state(storage: Storage, topic: str, partitions: int) -> tuple[int, int, dict[int, int]]:
+    """(data files, bytes, log start offset per partition) of a topic table now, after a job's commit."""
+    dt, index = load_index(storage, topic)
+    files, nbytes = size_of(index)
+    return files, nbytes, log_start_offsets(dt, index, topic, partitions)
+
+
 def segments_of(index: FileIndex, partition: int) -> dict[int, list[DataFile]]:
     """The data files of one partition by segment, segments in ascending order."""
     by_segment: dict[int, list[DataFile]] = {}

@@ -45,7 +45,6 @@ from topiclake.jobs._common import (
 from topiclake.jobs._tables import (
     commit_metrics,
     load_index,
-    log_start_offsets,
     new_tag,
     rewrite_segments,
     segment_predicate,
@@ -154,9 +153,7 @@ def run(spark: SparkSession, config: CompactKeysConfig, progress: Progress | Non
             out.records_removed = done["removed"]
             out.details["segments_rewritten"] = done["segments"]
             progress.advance(f"{done['removed']} records removed")
-            dt, index = load_index(storage, topic)
-            out.files_after, out.bytes_after = size_of(index)
-            out.log_start_offsets = log_start_offsets(dt, index, topic, info.partitions)
+            out.record_end(storage, topic, info.partitions)
             progress.advance("done")
         logger.info("%s", out.summary())
         result.topics.append(out)

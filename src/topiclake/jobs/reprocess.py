@@ -363,9 +363,7 @@ def run(spark: SparkSession, config: ReprocessConfig, progress: Progress | None 
     out.records_written = _records_written(storage, config, target_uri, writer, tag)
     if config.to_topic is not None:
         info = topic_infos(storage, [config.to_topic])[config.to_topic]
-        dt, index = load_index(storage, config.to_topic)
-        out.files_after, out.bytes_after = size_of(index)
-        out.log_start_offsets = log_start_offsets(dt, index, config.to_topic, info.partitions)
+        out.record_end(storage, config.to_topic, info.partitions)
     progress.advance("done")
     logger.info("%s", out.summary())
     result.seconds = time.monotonic() - started

@@ -45,7 +45,6 @@ from topiclake.jobs._common import (
 )
 from topiclake.jobs._tables import (
     load_index,
-    log_start_offsets,
     segment_predicate,
     segments_of,
     size_of,
@@ -225,9 +224,7 @@ def run(spark: SparkSession, config: RetentionConfig, progress: Progress | None 
                 out.details["files_vacuumed"] = done["files_vacuumed"]
                 out.details["log_entries"] = f"{done['log_entries_before']} -> {done['log_entries_after']}"
                 progress.advance("vacuumed")
-            dt, index = load_index(storage, topic)
-            out.files_after, out.bytes_after = size_of(index)
-            out.log_start_offsets = log_start_offsets(dt, index, topic, info.partitions)
+            out.record_end(storage, topic, info.partitions)
             progress.advance("done")
         logger.info("%s", out.summary())
         result.topics.append(out)

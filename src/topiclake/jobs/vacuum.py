@@ -46,7 +46,6 @@ from topiclake.jobs._common import (
 )
 from topiclake.jobs._tables import (
     load_index,
-    log_start_offsets,
     open_table,
     size_of,
     sql_table,
@@ -229,9 +228,7 @@ def run(spark: SparkSession, config: VacuumConfig, progress: Progress | None = N
             progress.advance("vacuumed")
             out.details["files_vacuumed"] = done["files_vacuumed"]
             out.details["log_entries"] = f"{done['log_entries_before']} -> {done['log_entries_after']}"
-            dt, index = load_index(storage, topic)
-            out.files_after, out.bytes_after = size_of(index)
-            out.log_start_offsets = log_start_offsets(dt, index, topic, infos[topic].partitions)
+            out.record_end(storage, topic, infos[topic].partitions)
             progress.advance("checkpointed")
         result.topics.append(out)
     result.seconds = time.monotonic() - started
