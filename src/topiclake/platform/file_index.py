@@ -70,9 +70,17 @@ class FileIndex:
         return [f for f in self._by_partition.get(partition, ()) if f.max_offset >= offset]
 
     def log_start_offset(self, partition: int) -> int | None:
-        """Smallest offset still in the table for a partition, or None if it has no files."""
+        """The log start offset of a partition: the base offset of its oldest remaining segment (None if it
+        has no files).
+
+        As in Kafka, only retention (which drops whole segments) or deleting records moves it; key
+        compaction, which removes records inside segments but keeps their base offsets, does not. Every
+        segment's base is at or below the offsets it holds, so this is never above the first record.
+        """
         files = self._by_partition.get(partition)
-        return files[0].min_offset if files else None
+        if not files:
+            return None
+        return min(min(f.segment for f in files), files[0].min_offset)
 
     def end_offset(self, partition: int) -> int | None:
         """One past the largest offset in the table for a partition, or None if it has no files."""
