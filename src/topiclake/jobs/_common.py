@@ -209,6 +209,18 @@ class LogProgress:
 # ---------------------------------------------------------------------------------------------- arguments
 
 
+def add_partition_argument(parser: argparse.ArgumentParser) -> None:
+    """``--partition N`` (repeatable; ``partitions`` in the namespace, None meaning all)."""
+    parser.add_argument(
+        "--partition",
+        dest="partitions",
+        action="append",
+        type=non_negative_int,
+        metavar="N",
+        help="only this partition (repeatable; default all)",
+    )
+
+
 def base_parser(name: str, description: str) -> argparse.ArgumentParser:
     """A parser with the arguments every job takes: warehouse, topics, master, storage options."""
     parser = argparse.ArgumentParser(prog=f"python -m topiclake.jobs.{name}", description=description)

@@ -31,9 +31,9 @@ from topiclake.jobs._common import (
     LogProgress,
     Progress,
     TopicResult,
+    add_partition_argument,
     base_parser,
     check_partitions,
-    non_negative_int,
     positive_int,
     retry_conflicts,
     run_main,
@@ -101,14 +101,7 @@ class CompactConfig(JobConfig):
 def parser() -> argparse.ArgumentParser:
     """Arguments of the compaction job."""
     p = base_parser(NAME, "Rewrite small files into large ones sorted by offset (no data change).")
-    p.add_argument(
-        "--partition",
-        dest="partitions",
-        action="append",
-        type=non_negative_int,
-        metavar="N",
-        help="only this partition (repeatable; default all)",
-    )
+    add_partition_argument(p)
     p.add_argument(
         "--target-file-bytes",
         type=positive_int,

@@ -43,6 +43,7 @@ from topiclake.jobs._common import (
     LogProgress,
     Progress,
     TopicResult,
+    add_partition_argument,
     base_parser,
     check_partitions,
     non_negative_int,
@@ -159,14 +160,7 @@ def parser() -> argparse.ArgumentParser:
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-topic", metavar="NAME", help="append to this topic (exactly once)")
     target.add_argument("--to-table", metavar="URI", help="append to this Delta table (exactly once)")
-    p.add_argument(
-        "--partition",
-        dest="partitions",
-        action="append",
-        type=non_negative_int,
-        metavar="N",
-        help="only this partition (repeatable; default all)",
-    )
+    add_partition_argument(p)
     p.add_argument(
         "--from-offset", type=non_negative_int, metavar="N", help="first offset (default: log start)"
     )

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from topiclake.errors import InvalidRequest
 from topiclake.jobs._common import (
     JobConfig,
     JobResult,
@@ -50,7 +49,7 @@ from topiclake.jobs._tables import (
     size_of,
     sql_table,
 )
-from topiclake.jobs.vacuum import DEFAULT_RETENTION_HOURS, check_window, hours, vacuum_topic
+from topiclake.jobs.vacuum import DEFAULT_RETENTION_HOURS, check_hours, check_window, hours, vacuum_topic
 from topiclake.platform.file_index import DataFile, FileIndex
 from topiclake.platform.topic_config import TopicConfig
 
@@ -79,10 +78,7 @@ class RetentionConfig(JobConfig):
     def check(self) -> None:
         """Fail fast on bad settings and unknown topics."""
         super().check()
-        if self.vacuum_retention_hours < 0:
-            raise InvalidRequest("--vacuum-retention-hours must not be negative")
-        if not isinstance(self.vacuum_retention_hours, int):
-            raise InvalidRequest("--vacuum-retention-hours must be a whole number (Delta rounds fractions)")
+        check_hours(self.vacuum_retention_hours, "--vacuum-retention-hours")
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> RetentionConfig:

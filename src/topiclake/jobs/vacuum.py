@@ -82,15 +82,24 @@ class VacuumConfig(JobConfig):
     def check(self) -> None:
         """Fail fast on bad settings and unknown topics."""
         super().check()
-        if self.retention_hours < 0:
-            raise InvalidRequest("--retention-hours must not be negative")
-        if not isinstance(self.retention_hours, int):
-            raise InvalidRequest("--retention-hours must be a whole number (Delta rounds fractions)")
+        check_hours(self.retention_hours, "--retention-hours")
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> VacuumConfig:
         """The config from :func:`parser`'s arguments."""
         return cls(**cls.common(ns), retention_hours=ns.retention_hours)
+
+
+def check_hours(value: object, option: str) -> None:
+    """A VACUUM window must be a whole number of hours >= 0 (Delta rounds fractions: 0.01 h is 0 ms).
+
+    Raises:
+        InvalidRequest: It is not.
+    """
+    if not isinstance(value, int):
+        raise InvalidRequest(f"{option} must be a whole number (Delta rounds fractions)")
+    if value < 0:
+        raise InvalidRequest(f"{option} must not be negative")
 
 
 def hours(text: str) -> int:

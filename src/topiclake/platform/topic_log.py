@@ -65,6 +65,15 @@ _WRITABLE_FEATURES = frozenset(
 )
 
 
+def commit_landed(dt: DeltaTable, commit_id: str, base_version: int) -> bool:
+    """Whether the commit tagged ``topiclake.commit = commit_id`` landed after ``base_version``.
+
+    How a writer whose commit raised tells a lost attempt from one that landed anyway (``dt`` refreshed).
+    """
+    newer = dt.version() - base_version
+    return newer > 0 and any(c.get("topiclake.commit") == commit_id for c in dt.history(newer))
+
+
 def partition_app_id(topic: str, partition: int) -> str:
     """The Delta ``txn`` app id whose version is the high watermark of a partition."""
     return f"topiclake/hwm/{topic}/{partition}"
@@ -492,7 +501,7 @@ class TopicLog:
             except _FOREIGN_ERRORS as exc:
                 attempt += 1
                 reason = str(exc).splitlines()[0]
-                if self._refresh_after_failure() and self._landed(commit_id, base_version):
+                if self._refresh_after_failure() and commit_landed(self._dt, commit_id, base_version):
                     logger.warning(
                         "topic %s: commit %s landed despite error (%s)", self.topic, commit_id, reason
                     )
@@ -547,12 +556,6 @@ class TopicLog:
         except _FOREIGN_ERRORS as exc:
             logger.warning("topic %s: cannot refresh table after failed commit: %s", self.topic, exc)
             return False
-
-    def _landed(self, commit_id: str, base_version: int) -> bool:
-        newer = self._dt.version() - base_version
-        if newer <= 0:
-            return False
-        return any(c.get("topiclake.commit") == commit_id for c in self._dt.history(newer))
 
     def _rebase_if_fenced(self, committed: dict[int, int] | None = None) -> bool:
         # Every partition, not just those of the failed batch: the refreshed snapshot may hold another

@@ -34,7 +34,7 @@ from topiclake.platform.leases import LogLease
 from topiclake.platform.partitioner import Partitioner
 from topiclake.platform.records import INPUT_SCHEMA, now_ms, topic_rows
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_log import partition_app_id
+from topiclake.platform.topic_log import commit_landed, partition_app_id
 from topiclake.schemas import TOPIC_SCHEMA
 
 logger = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class TopicWriter:
                         dt.update_incremental()
                     if index is None:
                         index = build_index(dt, self._fs)
-                    if base_version >= 0 and _landed(dt, commit_id, base_version):
+                    if base_version >= 0 and commit_landed(dt, commit_id, base_version):
                         result.ranges = pending
                         result.version = dt.version()
                         return result
@@ -245,11 +245,6 @@ class TopicWriter:
             ranges[p] = (base, batch.num_rows)
         data = pa.concat_tables(tables) if tables else TOPIC_SCHEMA.empty_table()
         return data, txns, ranges
-
-
-def _landed(dt: DeltaTable, commit_id: str, base_version: int) -> bool:
-    newer = dt.version() - base_version
-    return newer > 0 and any(c.get("topiclake.commit") == commit_id for c in dt.history(newer))
 
 
 def _inputs(records: pa.Table) -> pa.Table:
