@@ -11,6 +11,7 @@ from fastapi import FastAPI
 import topiclake
 from topiclake.api import errors
 from topiclake.api.consumer_instances import ConsumerInstanceManager
+from topiclake.api.deps import advertised
 from topiclake.api.metrics import GatewayMetrics, RequestCounter
 from topiclake.api.routes import (
     health,
@@ -23,6 +24,7 @@ from topiclake.api.routes import (
     rest_v3_groups,
 )
 from topiclake.platform import Broker, Storage
+from topiclake.platform.cluster import Endpoint
 from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
@@ -58,6 +60,8 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
         else:
             app.state.broker = broker
         metrics.broker = app.state.broker
+        host, port = advertised(settings)
+        app.state.broker.advertise(Endpoint("http", host, port))
         app.state.groups = app.state.broker.groups
         app.state.consumer_instances = ConsumerInstanceManager(
             app.state.broker,

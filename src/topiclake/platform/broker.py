@@ -28,6 +28,7 @@ from topiclake.errors import (
 )
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicCatalog, TopicInfo
+from topiclake.platform.cluster.metadata import BrokerEndpoint, ClusterMetadata, Endpoint, PartitionState
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.group_coordinator import GroupCoordinator
 from topiclake.platform.maintenance import Maintenance
@@ -66,6 +67,7 @@ class Broker:
         self._logs: dict[str, TopicLog] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._listeners: dict[str, Endpoint] = {}
         self.groups = GroupCoordinator(self)
         self._maintenance: Maintenance | None = None
         if self.config.maintenance:
@@ -78,6 +80,36 @@ class Broker:
         """A stable id of the cluster: every broker over the same warehouse reports the same one."""
         digest = hashlib.sha256(self.storage.root.encode()).digest()
         return base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")
+
+    # ------------------------------------------------------------------ cluster view
+
+    def advertise(self, endpoint: Endpoint) -> None:
+        """Register a listener of this broker (``http``, ``kafka``, ...) under its advertised address."""
+        with self._lock:
+            self._listeners[endpoint.name] = endpoint
+
+    def listeners(self) -> tuple[Endpoint, ...]:
+        """The listeners registered so far, by name."""
+        with self._lock:
+            return tuple(self._listeners[name] for name in sorted(self._listeners))
+
+    def endpoint(self) -> BrokerEndpoint:
+        """This broker as metadata reports it (HTTP host and port default to 127.0.0.1:8082)."""
+        listeners = self.listeners()
+        http = next((e for e in listeners if e.name == "http"), Endpoint("http", "127.0.0.1", 8082))
+        return BrokerEndpoint(self.config.broker_id, http.host, http.port, None, listeners)
+
+    def metadata(self) -> ClusterMetadata:
+        """Brokers, controller and the leader of every partition, as this broker knows them.
+
+        Outside a cluster this broker is the whole cluster and leads every partition (epoch 0).
+        """
+        me = self.config.broker_id
+        partitions = {
+            t.name: tuple(PartitionState(t.name, p, me, 0, (me,), (me,)) for p in range(t.partitions))
+            for t in self.list_topics()
+        }
+        return ClusterMetadata(self.cluster_id, me, (self.endpoint(),), partitions)
 
     # ------------------------------------------------------------------ admin
 

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from topiclake.api.deps import BrokerDep, SettingsDep, advertised
+from topiclake.api.deps import BrokerDep
 from topiclake.platform import Broker, TopicInfo
 
 router = APIRouter(prefix="/v1", tags=["topics"])
@@ -71,23 +71,37 @@ def topic_body(info: TopicInfo, broker: Broker | None = None) -> dict[str, Any]:
 
 
 @router.get("/metadata", summary="Cluster metadata: brokers and the leader of every partition")
-def metadata(broker: BrokerDep, settings: SettingsDep) -> dict[str, Any]:
+def metadata(broker: BrokerDep) -> dict[str, Any]:
     """What a client needs to find every partition's leader from any broker ("bootstrap")."""
-    host, port = advertised(settings)
-    me = broker.config.broker_id
+    meta = broker.metadata()
     return {
-        "cluster_id": broker.cluster_id,
-        "controller_id": me,
-        "brokers": [{"id": me, "host": host, "port": port}],
+        "cluster_id": meta.cluster_id,
+        "controller_id": meta.controller_id,
+        "brokers": [
+            {
+                "id": b.broker_id,
+                "host": b.host,
+                "port": b.port,
+                "rack": b.rack,
+                "listeners": {e.name: f"{e.host}:{e.port}" for e in b.listeners},
+            }
+            for b in meta.brokers
+        ],
         "topics": [
             {
-                "name": t.name,
+                "name": name,
                 "partitions": [
-                    {"partition": p, "leader": me, "replicas": [me], "in_sync_replicas": [me]}
-                    for p in range(t.partitions)
+                    {
+                        "partition": s.partition,
+                        "leader": s.leader,
+                        "leader_epoch": s.leader_epoch,
+                        "replicas": list(s.replicas),
+                        "in_sync_replicas": list(s.isr),
+                    }
+                    for s in states
                 ],
             }
-            for t in broker.list_topics()
+            for name, states in sorted(meta.partitions.items())
         ],
     }
 
