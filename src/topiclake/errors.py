@@ -114,6 +114,18 @@ class NotLeader(TopiclakeError):
     retriable = True
 
 
+class InvalidReplicationFactor(InvalidRequest):
+    """More replicas asked for than there are live brokers (Kafka's INVALID_REPLICATION_FACTOR)."""
+
+    code = "invalid_replication_factor"
+
+
+class BrokerIdInUse(TopiclakeError):
+    """Another live broker already holds this broker id in the cluster."""
+
+    code = "broker_id_in_use"
+
+
 class CommitConflict(TopiclakeError):
     """A Delta commit lost against a concurrent one and could not be retried."""
 

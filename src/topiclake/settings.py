@@ -42,4 +42,9 @@ class GatewaySettings(BaseSettings):
         1_000, ge=0, description="Longest wait of a REST Proxy consumer read when no record is there."
     )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+    cluster: bool = Field(
+        True,
+        description="Join the cluster of brokers over this warehouse (heartbeats, controller election, "
+        "partition leaders). Off: this process leads every partition alone, as a library Broker does.",
+    )
     broker: BrokerConfig = Field(default_factory=BrokerConfig, description="Broker id and tuning.")

@@ -12,6 +12,7 @@ import topiclake
 from topiclake.api import errors
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.deps import advertised
+from topiclake.api.forwarding import ClusterRouting, HttpForwarder
 from topiclake.api.metrics import GatewayMetrics, RequestCounter
 from topiclake.api.routes import (
     health,
@@ -23,6 +24,7 @@ from topiclake.api.routes import (
     rest_v3,
     rest_v3_groups,
 )
+from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
 from topiclake.settings import GatewaySettings
@@ -54,14 +56,24 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own = broker is None
+        forwarder: HttpForwarder | None = None
         if broker is None:
             storage = Storage(settings.warehouse, settings.storage_options, fsync=settings.broker.fsync)
-            app.state.broker = Broker(storage, settings.broker)
+            if settings.cluster:
+                forwarder = HttpForwarder(settings.broker.broker_id)
+            app.state.broker = Broker(storage, settings.broker, forwarder=forwarder)
         else:
             app.state.broker = broker
         metrics.broker = app.state.broker
         host, port = advertised(settings)
         app.state.broker.advertise(Endpoint("http", host, port))
+        if own and settings.cluster:
+            try:
+                app.state.broker.join_cluster()
+            except TopiclakeError as exc:
+                logger.error("%s: %s", type(exc).__name__, exc.message)
+                app.state.broker.close()
+                raise
         app.state.groups = app.state.broker.groups
         app.state.consumer_instances = ConsumerInstanceManager(
             app.state.broker,
@@ -81,6 +93,8 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
             app.state.consumer_instances.close()  # instances commit (with auto commit) and leave
             if own:
                 app.state.broker.close()
+            if forwarder is not None:
+                forwarder.close()
 
     app = FastAPI(
         title="topiclake",
@@ -92,6 +106,7 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
     app.state.metrics = metrics
     errors.install(app)
     app.add_middleware(RequestCounter, metrics=metrics)
+    app.add_middleware(ClusterRouting)
     for module in (
         health,
         native_topics,

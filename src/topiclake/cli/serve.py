@@ -34,8 +34,26 @@ def serve(
         str | None,
         typer.Option(help="debug, info, warning or error (default info).", envvar="TOPICLAKE_LOG_LEVEL"),
     ] = None,
+    advertised_host: Annotated[
+        str | None,
+        typer.Option(
+            help="Host name other brokers and clients are told to use (default: --host).",
+            envvar="TOPICLAKE_ADVERTISED_HOST",
+        ),
+    ] = None,
+    advertised_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port clients are told to use (default: --port).", envvar="TOPICLAKE_ADVERTISED_PORT"
+        ),
+    ] = None,
+    rack: Annotated[
+        str | None,
+        typer.Option(help="This broker's rack, reported in metadata.", envvar="TOPICLAKE_BROKER__RACK"),
+    ] = None,
 ) -> None:
-    """Run the gateway: one broker serving the HTTP API over the warehouse."""
+    """Run a broker: the HTTP API over the warehouse. Brokers started on one warehouse with different
+    --broker-id form one cluster: they elect a controller and share out the partitions' leadership."""
     import uvicorn
 
     from topiclake.api import create_app
@@ -43,14 +61,21 @@ def serve(
 
     overrides: dict[str, object] = {
         k: v
-        for k, v in {"warehouse": warehouse, "host": host, "port": port, "log_level": log_level}.items()
+        for k, v in {
+            "warehouse": warehouse,
+            "host": host,
+            "port": port,
+            "log_level": log_level,
+            "advertised_host": advertised_host,
+            "advertised_port": advertised_port,
+        }.items()
         if v is not None
     }
     settings = GatewaySettings(**overrides)  # type: ignore[arg-type]
-    if broker_id is not None:
-        settings = settings.model_copy(
-            update={"broker": settings.broker.model_copy(update={"broker_id": broker_id})}
-        )
+    broker_changes: dict[str, object] = {"broker_id": broker_id, "rack": rack}
+    broker_changes = {k: v for k, v in broker_changes.items() if v is not None}
+    if broker_changes:
+        settings = settings.model_copy(update={"broker": settings.broker.model_copy(update=broker_changes)})
     configure_logging(settings.log_level)
     logging.getLogger(__name__).info(
         "serving warehouse %s on http://%s:%d (docs at /docs)",

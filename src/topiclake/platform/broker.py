@@ -10,9 +10,11 @@ import hashlib
 import logging
 import random
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Literal
+from typing import Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +22,8 @@ import pyarrow.compute as pc
 from topiclake.errors import (
     BrokerClosed,
     InvalidRecord,
+    InvalidReplicationFactor,
+    NotLeader,
     PartitionNotFound,
     RecordTooLarge,
     RequestTimedOut,
@@ -29,6 +33,8 @@ from topiclake.errors import (
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicCatalog, TopicInfo
 from topiclake.platform.cluster.metadata import BrokerEndpoint, ClusterMetadata, Endpoint, PartitionState
+from topiclake.platform.cluster.node import ClusterNode, Leadership
+from topiclake.platform.cluster.routing import FORWARDED, Forwarder
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.group_coordinator import GroupCoordinator
 from topiclake.platform.maintenance import Maintenance
@@ -48,6 +54,7 @@ from topiclake.platform.topic_log import AppendHandle, TopicLog
 logger = logging.getLogger(__name__)
 
 OffsetSpec = Literal["earliest", "latest"] | int
+_T = TypeVar("_T")
 
 
 class Broker:
@@ -56,9 +63,13 @@ class Broker:
     Args:
         storage: The warehouse.
         config: Broker tuning; defaults if omitted.
+        forwarder: How to reach other brokers of the cluster (the gateway supplies an HTTP one); with
+            it, produce and fetch for partitions another broker leads are forwarded there.
     """
 
-    def __init__(self, storage: Storage, config: BrokerConfig | None = None) -> None:
+    def __init__(
+        self, storage: Storage, config: BrokerConfig | None = None, *, forwarder: Forwarder | None = None
+    ) -> None:
         self.storage = storage
         self.config = config or BrokerConfig()
         self.catalog = TopicCatalog(storage)
@@ -68,6 +79,9 @@ class Broker:
         self._lock = threading.Lock()
         self._closed = False
         self._listeners: dict[str, Endpoint] = {}
+        self.cluster: ClusterNode | None = None
+        self.forwarder = forwarder
+        self._pool: ThreadPoolExecutor | None = None
         self.groups = GroupCoordinator(self)
         self._maintenance: Maintenance | None = None
         if self.config.maintenance:
@@ -99,11 +113,35 @@ class Broker:
         http = next((e for e in listeners if e.name == "http"), Endpoint("http", "127.0.0.1", 8082))
         return BrokerEndpoint(self.config.broker_id, http.host, http.port, None, listeners)
 
+    def join_cluster(self) -> None:
+        """Join the cluster of brokers over this warehouse (DESIGN.md §8).
+
+        Registers this broker (refusing an id a live broker holds), takes part in controller election, and
+        from then on leads only the partitions the controller gives it.
+
+        Raises:
+            BrokerIdInUse: A live broker already holds this broker id.
+        """
+        if self.cluster is not None:
+            return
+        node = ClusterNode(
+            self.storage, self.config, self.catalog, self.cluster_id, self.endpoint, self._apply_leadership
+        )
+        node.start()
+        self.cluster = node
+        self._apply_leadership(node.leadership())
+
+    def _apply_leadership(self, led: Leadership) -> None:
+        for log in self.open_logs():
+            log.set_leadership(led.get(log.topic, {}))
+
     def metadata(self) -> ClusterMetadata:
         """Brokers, controller and the leader of every partition, as this broker knows them.
 
         Outside a cluster this broker is the whole cluster and leads every partition (epoch 0).
         """
+        if self.cluster is not None:
+            return self.cluster.metadata()
         me = self.config.broker_id
         partitions = {
             t.name: tuple(PartitionState(t.name, p, me, 0, (me,), (me,)) for p in range(t.partitions))
@@ -116,11 +154,37 @@ class Broker:
     def create_topic(
         self, name: str, partitions: int = 1, configs: Mapping[str, str | int] | None = None
     ) -> TopicInfo:
-        """Create a topic and its table."""
+        """Create a topic and its table; in a cluster, wait until the controller has given it leaders.
+
+        In a cluster, a topic created without ``replication.factor`` gets ``default_replication_factor``
+        capped at the live brokers; one asking for more replicas than live brokers is refused.
+        """
+        configs = dict(configs or {})
+        if self.cluster is not None:
+            live = len(self.cluster.metadata().brokers) or 1
+            if "replication.factor" in configs:
+                rf = int(configs["replication.factor"])
+                if rf > live:
+                    raise InvalidReplicationFactor(
+                        f"replication factor {rf} is larger than the number of live brokers ({live})",
+                        topic=name,
+                        replication_factor=rf,
+                        live_brokers=live,
+                    )
+            else:
+                configs["replication.factor"] = min(self.config.default_replication_factor, live)
         info = self.catalog.create(name, partitions, configs)
         self.log(name)
+        self._await_leaders(name, partitions)
         logger.info("created topic %s with %d partitions", name, partitions)
         return info
+
+    def _await_leaders(self, name: str, partitions: int) -> None:
+        node = self.cluster
+        if node is not None:
+            node.poke()
+            if not node.wait_for(lambda: node.partition(name, partitions - 1) is not None, 10.0):
+                logger.warning("topic %s: no leaders assigned within 10 s; the controller will", name)
 
     def describe_topic(self, name: str) -> TopicInfo:
         """The topic's catalog state (raises TopicNotFound)."""
@@ -153,6 +217,7 @@ class Broker:
         """Grow a topic to ``partitions`` partitions (never shrink)."""
         info = self.catalog.increase_partitions(name, partitions)
         self._adopt(info)
+        self._await_leaders(name, partitions)
         return info
 
     def _adopt(self, info: TopicInfo) -> None:
@@ -184,6 +249,11 @@ class Broker:
             if log is None:
                 log = TopicLog(self.storage, info, self.config, self.budget)
                 self._logs[name] = log
+                opened = True
+            else:
+                opened = False
+        if opened and self.cluster is not None:
+            log.set_leadership(self.cluster.leadership().get(name, {}))
         return log
 
     # ------------------------------------------------------------------ produce
@@ -272,31 +342,165 @@ class Broker:
             ok = list(range(n))
         keys = table["key"].to_pylist() if partition is None else []
         targets = self._targets(keys, [explicit[i] for i in ok], partition, n_parts)
+        if self.cluster is not None and not all(log.leads(p) for p in set(targets)):
+            produced = self._produce_routed(topic, table, targets, ack, producer, timeout_ms)
+        else:
+            produced = self._append(topic, log, table, targets, ack, producer, timeout_ms)
+        for slot, res in zip(ok, produced, strict=True):
+            results[slot] = res
+        return results  # type: ignore[return-value]
+
+    def _append(
+        self,
+        topic: str,
+        log: TopicLog,
+        table: pa.Table,
+        targets: list[int],
+        ack: str,
+        producer: ProducerInfo | None,
+        timeout_ms: int | None,
+    ) -> list[RecordResult]:
+        """Append rows (input columns) to partitions this broker leads; one result per row, in order."""
+        n = table.num_rows
         if producer is not None:
-            seqs = pa.array(range(producer.base_sequence, producer.base_sequence + len(ok)), pa.int32())
+            seqs = pa.array(range(producer.base_sequence, producer.base_sequence + n), pa.int32())
             table = table.append_column("sequence", seqs)
         batches, rows = _group(table, targets)
-        handle = log.append(batches, ack, producer)
+        handle = log.append(batches, ack, producer)  # type: ignore[arg-type]
         if ack == "all":
             self._wait(handle, topic, timeout_ms)
-        log_append = info.config.message_timestamp_type == "LogAppendTime"
-        stamps = table["timestamp_ms"].to_pylist() if not log_append else [None] * len(ok)
+        log_append = log.info.config.message_timestamp_type == "LogAppendTime"
+        stamps = table["timestamp_ms"].to_pylist() if not log_append else [None] * n
+        results: list[RecordResult | None] = [None] * n
         if ack == "0":
-            for slot, target in zip(ok, targets, strict=True):
-                results[slot] = RecordResult(target, None, None)
-        elif handle.by_sequence is not None and producer is not None:
-            for j, slot in enumerate(ok):
+            return [RecordResult(target, None, None) for target in targets]
+        if handle.by_sequence is not None and producer is not None:
+            for j in range(n):
                 found = handle.by_sequence.get(producer.base_sequence + j)
                 if found is None:
                     gone = RequestTimedOut("the original of this retried record is no longer in the log")
-                    results[slot] = RecordResult(targets[j], None, None, gone)
+                    results[j] = RecordResult(targets[j], None, None, gone)
                 else:
-                    results[slot] = RecordResult(found[0], found[1], None)
-        else:
-            for (part, base, _count), batch_rows in zip(handle.parts, rows, strict=True):
-                for k, row in enumerate(batch_rows):
-                    results[ok[row]] = RecordResult(part, base + k, stamps[row])
+                    results[j] = RecordResult(found[0], found[1], None)
+            return results  # type: ignore[return-value]
+        for (part, base, _count), batch_rows in zip(handle.parts, rows, strict=True):
+            for k, row in enumerate(batch_rows):
+                results[row] = RecordResult(part, base + k, stamps[row])
         return results  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ routing (cluster)
+
+    def _produce_routed(
+        self,
+        topic: str,
+        table: pa.Table,
+        targets: list[int],
+        ack: str,
+        producer: ProducerInfo | None,
+        timeout_ms: int | None,
+    ) -> list[RecordResult]:
+        """Produce rows some of which belong to partitions other brokers lead: one append or forward per
+        partition, concurrently; a partition that cannot be reached in time fails its own rows only."""
+        by_part: dict[int, list[int]] = {}
+        for row, p in enumerate(targets):
+            by_part.setdefault(p, []).append(row)
+        if producer is not None and len(by_part) > 1:
+            raise InvalidRecord(
+                "in a cluster an idempotent request must target one partition: send each partition's "
+                "records in their own request (?partition=N)",
+                topic=topic,
+            )
+        log = self.log(topic)
+
+        def one(p: int, rows: list[int]) -> list[RecordResult]:
+            sub = table if len(rows) == table.num_rows else table.take(pa.array(rows, pa.int64()))
+            try:
+                return self._on_leader(
+                    topic,
+                    p,
+                    lambda: self._append(topic, log, sub, [p] * len(rows), ack, producer, timeout_ms),
+                    lambda target: self._forwarder().produce(
+                        target, topic, p, sub, ack, producer, timeout_ms
+                    ),
+                )
+            except TopiclakeError as exc:
+                return [RecordResult(p, None, None, exc)] * len(rows)
+
+        pool = self._executor()
+        futures = {p: pool.submit(one, p, rows) for p, rows in by_part.items()}
+        results: list[RecordResult | None] = [None] * table.num_rows
+        for p, future in futures.items():
+            for row, res in zip(by_part[p], future.result(), strict=True):
+                results[row] = res
+        return results  # type: ignore[return-value]
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="forward")
+            return self._pool
+
+    def _forwarder(self) -> Forwarder:
+        if self.forwarder is None:
+            raise NotLeader("this broker cannot forward: no forwarder is configured")
+        return self.forwarder
+
+    def _on_leader(
+        self,
+        topic: str,
+        partition: int,
+        local: Callable[[], _T],
+        remote: Callable[[BrokerEndpoint], _T],
+    ) -> _T:
+        """Run ``local`` if this broker leads the partition, else ``remote`` at its leader; while
+        leadership moves (a dead leader, a stale view), look again until the forwarding budget is spent.
+
+        Raises:
+            NotLeader: No leader could serve it in time, or this request was already forwarded to us.
+        """
+        node = self.cluster
+        if node is None:
+            return local()
+        me = self.config.broker_id
+        deadline = time.monotonic() + self.config.forward_timeout_ms / 1000
+        last: TopiclakeError | None = None
+        while True:
+            state = node.partition(topic, partition)
+            leader = -1 if state is None else state.leader
+            try:
+                if leader == me and not node.isolated:
+                    return local()
+                if FORWARDED.get() or self.forwarder is None:
+                    raise NotLeader(
+                        f"broker {me} does not lead {topic}-{partition}; its leader is broker {leader}",
+                        topic=topic,
+                        partition=partition,
+                        leader_id=leader,
+                    )
+                target = node.endpoint_of(leader)
+                if target is not None:
+                    return remote(target)
+                last = NotLeader(
+                    f"the leader of {topic}-{partition} (broker {leader}) is not alive: waiting for another",
+                    topic=topic,
+                    partition=partition,
+                    leader_id=leader,
+                )
+            except NotLeader as exc:
+                if FORWARDED.get() and leader != me:
+                    raise
+                last = exc
+            if time.monotonic() >= deadline:
+                assert last is not None
+                raise NotLeader(
+                    f"{topic}-{partition} could not be served within "
+                    f"{self.config.forward_timeout_ms} ms: {last.message}",
+                    topic=topic,
+                    partition=partition,
+                    leader_id=leader,
+                )
+            node.poke()
+            time.sleep(0.1)
 
     def produce_arrow(
         self,
@@ -321,13 +525,40 @@ class Broker:
             error = self._check_row(topic, data, i, None, limit, log.info.partitions)
             if error is not None:  # one bad record fails the whole columnar batch
                 raise error
-        if producer is not None:
-            seqs = pa.array(range(producer.base_sequence, producer.base_sequence + data.num_rows), pa.int32())
-            data = data.append_column("sequence", seqs)
         if data.num_rows == 0:
             log.high_watermark(partition)  # still reject an unknown partition
             return partition, 0, None
-        handle = log.append([(partition, data)], ack, producer)
+        if self.cluster is not None and not log.leads(partition):
+            log.high_watermark(partition)  # an unknown partition is still an error of its own
+
+            def forward(target: BrokerEndpoint) -> tuple[int, int, int | None]:
+                res = self._forwarder().produce(target, topic, partition, data, ack, producer, timeout_ms)
+                if res and res[0].error is not None:
+                    raise res[0].error
+                return partition, data.num_rows, res[0].offset if res else None
+
+            return self._on_leader(
+                topic,
+                partition,
+                lambda: self._append_arrow(topic, log, partition, data, ack, producer, timeout_ms),
+                forward,
+            )
+        return self._append_arrow(topic, log, partition, data, ack, producer, timeout_ms)
+
+    def _append_arrow(
+        self,
+        topic: str,
+        log: TopicLog,
+        partition: int,
+        data: pa.Table,
+        ack: str,
+        producer: ProducerInfo | None,
+        timeout_ms: int | None,
+    ) -> tuple[int, int, int | None]:
+        if producer is not None:
+            seqs = pa.array(range(producer.base_sequence, producer.base_sequence + data.num_rows), pa.int32())
+            data = data.append_column("sequence", seqs)
+        handle = log.append([(partition, data)], ack, producer)  # type: ignore[arg-type]
         if ack == "0":
             return partition, data.num_rows, None
         if ack == "all":
@@ -396,7 +627,20 @@ class Broker:
         """Committed records of one partition from ``offset`` on (see :meth:`TopicLog.fetch`)."""
         if max_records < 1 or max_bytes < 1:
             raise InvalidRecord("max_records and max_bytes must be at least 1")
-        return self.log(topic).fetch(partition, offset, max_records, max_bytes, wait_ms)
+        log = self.log(topic)
+        if self.cluster is None or log.leads(partition):
+            try:
+                return log.fetch(partition, offset, max_records, max_bytes, wait_ms)
+            except NotLeader:
+                if self.cluster is None:
+                    raise
+        log.high_watermark(partition)  # an unknown partition is still an error of its own
+        return self._on_leader(
+            topic,
+            partition,
+            lambda: log.fetch(partition, offset, max_records, max_bytes, wait_ms),
+            lambda t: self._forwarder().fetch(t, topic, partition, offset, max_records, max_bytes, wait_ms),
+        )
 
     def list_offsets(self, topic: str, partition: int, spec: OffsetSpec) -> int | None:
         """``earliest`` (log start), ``latest`` (end), or the first offset at or after a timestamp (ms).
@@ -404,6 +648,14 @@ class Broker:
         For a timestamp after the last record, returns None (Kafka answers -1).
         """
         log = self.log(topic)
+        if self.cluster is not None and not log.leads(partition):
+            log.high_watermark(partition)  # an unknown partition is still an error of its own
+            return self._on_leader(
+                topic,
+                partition,
+                lambda: self.list_offsets(topic, partition, spec),
+                lambda t: self._forwarder().list_offsets(t, topic, partition, spec),
+            )
         if spec == "earliest":
             return log.log_start_offset(partition)
         if spec == "latest":
@@ -421,7 +673,7 @@ class Broker:
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Commit what is pending and close every topic log."""
+        """Commit what is pending, close every topic log, and leave the cluster."""
         if self._maintenance is not None:
             self._maintenance.close()
         self.groups.close()
@@ -431,6 +683,10 @@ class Broker:
             self._logs.clear()
         for log in logs:
             log.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         logger.info("broker %d closed", self.config.broker_id)
 
     def __enter__(self) -> Broker:

@@ -69,3 +69,30 @@ class BrokerConfig(BaseModel):
         description="fsync data and log files of every commit on a local warehouse (survives an OS crash, "
         "not only a process crash; costs ~0.3-0.5 ms per file).",
     )
+    heartbeat_interval_ms: int = Field(
+        1_000, ge=50, description="Cluster: how often this broker heartbeats into the warehouse."
+    )
+    session_timeout_ms: int = Field(
+        6_000,
+        ge=200,
+        description="Cluster: a broker whose heartbeat has not moved this long is dead and loses its "
+        "partitions to live replicas.",
+    )
+    leader_rebalance_delay_ms: int = Field(
+        3_000,
+        ge=0,
+        description="Cluster: a returning broker takes its preferred partitions back once alive this long.",
+    )
+    default_replication_factor: int = Field(
+        3,
+        ge=1,
+        description="Cluster: replication factor of a topic created without one, capped at the number of "
+        "live brokers (with shared storage a replica costs no copy: it is a broker able to lead).",
+    )
+    rack: str | None = Field(None, description="Cluster: this broker's rack, reported in metadata.")
+    forward_timeout_ms: int = Field(
+        12_000,
+        ge=100,
+        description="Cluster: how long a request for a partition another broker leads keeps looking for a "
+        "leader that answers (a dead leader is replaced within the session timeout) before NotLeader.",
+    )

@@ -31,6 +31,7 @@ from deltalake.exceptions import DeltaError
 from topiclake.errors import (
     BrokerClosed,
     CommitConflict,
+    NotLeader,
     OffsetOutOfRange,
     PartitionNotFound,
     StorageError,
@@ -77,6 +78,11 @@ def commit_landed(dt: DeltaTable, commit_id: str, base_version: int) -> bool:
 def partition_app_id(topic: str, partition: int) -> str:
     """The Delta ``txn`` app id whose version is the high watermark of a partition."""
     return f"topiclake/hwm/{topic}/{partition}"
+
+
+def epoch_app_id(topic: str, partition: int) -> str:
+    """The Delta ``txn`` app id whose version is the leader epoch of the partition's last leader commit."""
+    return f"topiclake/epoch/{topic}/{partition}"
 
 
 class AppendHandle:
@@ -166,6 +172,8 @@ class TopicLog:
         )
         self._producers = ProducerStates(self._load_producer)
         self._parts: dict[int, _Partition] = {}
+        # partition -> leader epoch of the partitions this broker leads; None: all (no cluster)
+        self._led: dict[int, int] | None = None
         self._recover(info.partitions)
         self._flusher = threading.Thread(target=self._run, name=f"flush-{self.topic}", daemon=True)
         self._flusher.start()
@@ -238,8 +246,8 @@ class TopicLog:
         for p in range(partitions):
             self._parts[p] = self._recover_partition(p, index)
 
-    def _recover_partition(self, p: int, index: FileIndex) -> _Partition:
-        tv = self._dt.transaction_version(partition_app_id(self.topic, p))
+    def _recover_partition(self, p: int, index: FileIndex, dt: DeltaTable | None = None) -> _Partition:
+        tv = (dt or self._dt).transaction_version(partition_app_id(self.topic, p))
         end = index.end_offset(p)
         hwm = tv if tv is not None else (end or 0)
         if end is not None and end > hwm:  # written without our txn (should not happen): never reuse
@@ -262,6 +270,67 @@ class TopicLog:
                 index = self._refresh_index(force=True)
                 for p in range(len(self._parts), info.partitions):
                     self._parts[p] = self._recover_partition(p, index)
+
+    # ------------------------------------------------------------------ leadership (cluster)
+
+    def leads(self, partition: int) -> bool:
+        """Whether this broker leads the partition (always, outside a cluster)."""
+        led = self._led
+        return led is None or partition in led
+
+    def set_leadership(self, led: dict[int, int]) -> None:
+        """Lead exactly these partitions (partition -> leader epoch), as the controller decided.
+
+        A partition gained is recovered from the table as it is now (the previous leader's last commit
+        included); queued records of a partition lost are failed with NotLeader (retriable): they were
+        never committed, so a retry at the new leader writes them once.
+        """
+        with self._lock:
+            old = self._led
+            self._led = dict(led)
+            gained = [p for p, e in led.items() if old is None or old.get(p) != e]
+            lost = [] if old is None else [p for p in old if p not in led]
+            busy = {pend.partition for pend in [*self._inflight, *self._queue]}
+            fresh = [p for p in gained if p not in busy and p in self._parts]
+            if fresh:
+                try:
+                    reader = DeltaTable(self.uri, storage_options=self._storage.options())
+                    index = self._refresh_index(force=True)
+                    for p in fresh:
+                        old_part = self._parts[p]
+                        self._parts[p] = self._recover_partition(p, index, reader)
+                        with old_part.cond:  # wake long-polls on the old state: they re-read
+                            old_part.cond.notify_all()
+                except _FOREIGN_ERRORS as exc:
+                    raise StorageError(f"cannot take over {self.topic}: {exc}", topic=self.topic) from exc
+            dropped = [pend for pend in self._queue if pend.partition in lost]
+            if dropped:
+                self._queue = [pend for pend in self._queue if pend.partition not in lost]
+                self._queued_records -= sum(pend.table.num_rows for pend in dropped)
+                self._queued_bytes -= sum(pend.nbytes for pend in dropped)
+        if gained or lost:
+            logger.info(
+                "topic %s: leading partitions %s (gained %s, lost %s)", self.topic, sorted(led), gained, lost
+            )
+        if dropped:
+            self._budget.release(sum(pend.nbytes for pend in dropped))
+            for pend in dropped:
+                if not pend.handle.future.done():
+                    pend.handle.future.set_exception(
+                        NotLeader(
+                            f"this broker no longer leads {self.topic}-{pend.partition}; retry at its leader",
+                            topic=self.topic,
+                            partition=pend.partition,
+                        )
+                    )
+
+    def _require_leader(self, partition: int) -> None:
+        if not self.leads(partition):
+            raise NotLeader(
+                f"this broker does not lead {self.topic}-{partition}: retry at its leader (see metadata)",
+                topic=self.topic,
+                partition=partition,
+            )
 
     # ------------------------------------------------------------------ write
 
@@ -297,6 +366,7 @@ class TopicLog:
                 raise BrokerClosed(f"topic {self.topic} is closing", topic=self.topic)
             for p, _ in batches:
                 self._partition(p)
+                self._require_leader(p)
             if producer is not None:
                 dup = self._producers.check(producer, count)
                 if dup is not None:
@@ -475,6 +545,11 @@ class TopicLog:
             now = now_ms()
             txns = [Transaction(partition_app_id(self.topic, p), end, now) for p, end in sorted(ends.items())]
             txns += [Transaction(producer_app_id(self.topic, pid), v, now) for pid, v in producers.items()]
+            led = self._led
+            if led is not None:  # the leader epoch travels with every commit of a cluster's leader
+                txns += [
+                    Transaction(epoch_app_id(self.topic, p), led[p], now) for p in sorted(ends) if p in led
+                ]
             data = pa.concat_tables([p.table for p in take])
             self._yield_to_writers()
             base_version = self._dt.version()
@@ -562,25 +637,49 @@ class TopicLog:
         # writer's commit to a partition we are about to write next, and a commit from a snapshot that
         # already contains it would not be rejected.
         foreign = {}
+        led = self._led
         for p, part in list(self._parts.items()):
             tv = self._dt.transaction_version(partition_app_id(self.topic, p)) or 0
-            if tv > max(part.high_watermark, (committed or {}).get(p, 0)):
-                foreign[p] = tv
+            if tv <= max(part.high_watermark, (committed or {}).get(p, 0)):
+                continue
+            if led is not None and p not in led:  # another broker leads it: just follow its end
+                with part.cond:
+                    part.high_watermark = max(part.high_watermark, tv)
+                part.next_offset = max(part.next_offset, tv)
+                continue
+            foreign[p] = tv
         if not foreign:
             return False
         self.fences += 1
+        deposed = []
+        if led is not None:
+            for p in foreign:
+                epoch = self._dt.transaction_version(epoch_app_id(self.topic, p)) or 0
+                if epoch > led.get(p, -1):
+                    deposed.append(p)
         with self._lock:
+            for p in deposed:  # a newer leader has committed: stop writing this partition
+                logger.error(
+                    "topic %s partition %d: fenced by a leader with epoch %d (ours %d): giving it up",
+                    self.topic,
+                    p,
+                    self._dt.transaction_version(epoch_app_id(self.topic, p)) or 0,
+                    (self._led or {}).get(p, -1),
+                )
+                if self._led is not None:
+                    self._led.pop(p, None)
             for p, tv in foreign.items():
                 part = self._parts[p]
                 base = tv
-                logger.warning(
-                    "topic %s partition %d: fenced by another writer at offset %d (ours %d); "
-                    "moving uncommitted records behind it",
-                    self.topic,
-                    p,
-                    tv,
-                    part.high_watermark,
-                )
+                if p not in deposed:
+                    logger.warning(
+                        "topic %s partition %d: fenced by another writer at offset %d (ours %d); "
+                        "moving uncommitted records behind it",
+                        self.topic,
+                        p,
+                        tv,
+                        part.high_watermark,
+                    )
                 for pend in [*self._inflight, *self._queue]:
                     if pend.partition != p:
                         continue
@@ -595,7 +694,29 @@ class TopicLog:
                     part.high_watermark = tv
                 if part.segment_base > tv:
                     part.segment_base = tv
+        if deposed:
+            self._fail_partitions(set(deposed))
         return True
+
+    def _fail_partitions(self, partitions: set[int]) -> None:
+        """Fail the uncommitted records of partitions this broker no longer leads (NotLeader)."""
+        with self._lock:
+            failed = [pend for pend in [*self._inflight, *self._queue] if pend.partition in partitions]
+            self._inflight = [pend for pend in self._inflight if pend.partition not in partitions]
+            queued = [pend for pend in self._queue if pend.partition in partitions]
+            self._queue = [pend for pend in self._queue if pend.partition not in partitions]
+            self._queued_records -= sum(pend.table.num_rows for pend in queued)
+            self._queued_bytes -= sum(pend.nbytes for pend in queued)
+        self._budget.release(sum(pend.nbytes for pend in queued))
+        for pend in failed:
+            if not pend.handle.future.done():
+                pend.handle.future.set_exception(
+                    NotLeader(
+                        f"{self.topic}-{pend.partition} has a newer leader; retry there",
+                        topic=self.topic,
+                        partition=pend.partition,
+                    )
+                )
 
     def _fail_all(self, error: TopiclakeError) -> None:
         with self._lock:
@@ -671,6 +792,7 @@ class TopicLog:
             OffsetOutOfRange: ``offset`` is below the log start or beyond the end.
         """
         part = self._partition(partition)
+        self._require_leader(partition)
         if wait_ms > 0 and offset >= part.high_watermark:
             deadline = time.monotonic() + wait_ms / 1000
             with part.cond:

@@ -1,0 +1,274 @@
+"""Forwarding to the partition's leader over HTTP, and routing of group requests to their coordinator.
+
+:class:`HttpForwarder` is the gateway's :class:`~topiclake.platform.cluster.routing.Forwarder`: it sends
+one partition's produce, fetch or offsets request to the leader's native API, marked as forwarded so the
+leader never sends it on. :class:`ClusterRouting` is an ASGI middleware: it marks requests that another
+broker forwarded, and sends consumer-group requests (native ``/v1/groups/{g}``, REST Proxy v2
+``/consumers/{g}``, v3 ``consumer-groups/{g}``) to the group's coordinator, so every member of a group,
+whichever broker it talks to, joins the one coordinator that holds the group.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+from typing import Any
+
+import httpx
+import orjson
+import pyarrow as pa
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from topiclake.errors import NotLeader, TopiclakeError
+from topiclake.platform import Broker
+from topiclake.platform.cluster import BrokerEndpoint
+from topiclake.platform.cluster.routing import FORWARDED, FORWARDED_HEADER
+from topiclake.platform.records import FetchResult, ProducerInfo, RecordResult
+
+logger = logging.getLogger(__name__)
+
+_ARROW = "application/vnd.apache.arrow.stream"
+
+
+def _error_classes() -> dict[str, type[TopiclakeError]]:
+    found: dict[str, type[TopiclakeError]] = {}
+    stack: list[type[TopiclakeError]] = [TopiclakeError]
+    while stack:
+        cls = stack.pop()
+        found.setdefault(cls.code, cls)
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+_CLASSES = _error_classes()
+
+
+def _error(doc: Any, status: int, target: BrokerEndpoint) -> TopiclakeError:
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("code"), str):
+        cls = _CLASSES.get(err["code"], TopiclakeError)
+        raw = err.get("details")
+        details: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        exc = cls(str(err.get("message") or err["code"]), **details)
+        if isinstance(err.get("retriable"), bool):
+            exc.retriable = err["retriable"]
+        return exc
+    return NotLeader(f"broker {target.broker_id} answered HTTP {status}", leader_id=target.broker_id)
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+class HttpForwarder:
+    """Reaches other brokers' native API (``/v1``) with a pooled HTTP client.
+
+    Args:
+        broker_id: This broker's id, sent in the forwarded-by header.
+    """
+
+    def __init__(self, broker_id: int) -> None:
+        self._headers = {FORWARDED_HEADER: str(broker_id)}
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(35.0, connect=2.0),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+            headers=self._headers,
+        )
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._client.close()
+
+    def _send(self, target: BrokerEndpoint, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        url = f"http://{target.host}:{target.port}{path}"
+        try:
+            response = self._client.request(method, url, **kwargs)
+        except httpx.HTTPError as exc:
+            raise NotLeader(
+                f"cannot reach broker {target.broker_id} at {target.host}:{target.port}: {exc}",
+                leader_id=target.broker_id,
+            ) from exc
+        if response.status_code >= 400:
+            try:
+                doc = orjson.loads(response.content)
+            except orjson.JSONDecodeError:
+                doc = None
+            raise _error(doc, response.status_code, target)
+        return response
+
+    def produce(
+        self,
+        target: BrokerEndpoint,
+        topic: str,
+        partition: int,
+        table: pa.Table,
+        acks: str,
+        producer: ProducerInfo | None,
+        timeout_ms: int | None,
+    ) -> list[RecordResult]:
+        """Produce one partition's rows at its leader; one result per row."""
+        records = []
+        for row in table.select(["key", "value", "headers", "timestamp_ms"]).to_pylist():
+            rec: dict[str, Any] = {
+                "key": _b64(row["key"]),
+                "value": _b64(row["value"]),
+            }
+            if row["headers"] is not None:
+                rec["headers"] = [{"key": h["key"], "value": _b64(h["value"])} for h in row["headers"]]
+            if row["timestamp_ms"] is not None:
+                rec["timestamp"] = row["timestamp_ms"]
+            records.append(rec)
+        body: dict[str, Any] = {"records": records}
+        if producer is not None:
+            body["producer"] = {
+                "id": producer.producer_id,
+                "epoch": producer.epoch,
+                "sequence": producer.base_sequence,
+            }
+        params = {"partition": partition, "acks": acks, "encoding": "binary"}
+        response = self._send(
+            target,
+            "POST",
+            f"/v1/topics/{topic}/records",
+            params=params,
+            content=orjson.dumps(body),
+            headers={"content-type": "application/json"},
+        )
+        out = []
+        for r in orjson.loads(response.content)["results"]:
+            err = r.get("error")
+            exc = None
+            if err:
+                exc = _CLASSES.get(err.get("code"), TopiclakeError)(str(err.get("message")))
+            out.append(RecordResult(r.get("partition"), r.get("offset"), r.get("timestamp"), exc))
+        return out
+
+    def fetch(
+        self,
+        target: BrokerEndpoint,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_records: int,
+        max_bytes: int,
+        wait_ms: float,
+    ) -> FetchResult:
+        """Fetch at the leader, as Arrow (the records' bytes as stored)."""
+        params = {
+            "offset": offset,
+            "max_records": max_records,
+            "max_bytes": max_bytes,
+            "wait_ms": int(wait_ms),
+        }
+        response = self._send(
+            target,
+            "GET",
+            f"/v1/topics/{topic}/partitions/{partition}/records",
+            params=params,
+            headers={"accept": _ARROW},
+            timeout=wait_ms / 1000 + 30,
+        )
+        records = pa.ipc.open_stream(response.content).read_all()
+        h = response.headers
+        return FetchResult(
+            topic,
+            partition,
+            records,
+            int(h["x-topiclake-high-watermark"]),
+            int(h["x-topiclake-log-start-offset"]),
+            int(h["x-topiclake-next-offset"]),
+        )
+
+    def list_offsets(self, target: BrokerEndpoint, topic: str, partition: int, spec: str | int) -> int | None:
+        """Earliest, latest or by timestamp, at the leader."""
+        params = {"timestamp": spec} if isinstance(spec, int) and spec >= 0 else {}
+        path = f"/v1/topics/{topic}/partitions/{partition}/offsets"
+        response = self._send(target, "GET", path, params=params)
+        doc = orjson.loads(response.content)
+        if spec in ("earliest", -2):
+            return int(doc["beginning_offset"])
+        if spec in ("latest", -1):
+            return int(doc["end_offset"])
+        found = doc.get("timestamp_offset")
+        return None if found is None else int(found)
+
+
+_GROUP_PATHS = (
+    re.compile(r"^/v1/groups/(?P<g>[^/]+)"),
+    re.compile(r"^/consumers/(?P<g>[^/]+)"),
+    re.compile(r"^/v3/clusters/[^/]+/consumer-groups/(?P<g>[^/]+)"),
+)
+_HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade"}
+
+
+class ClusterRouting:
+    """ASGI middleware: marks forwarded requests, and proxies group requests to the group's coordinator."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._client: httpx.AsyncClient | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        forwarded = FORWARDED_HEADER.encode() in headers
+        if not forwarded:
+            target = self._coordinator(scope)
+            if target is not None:
+                await self._proxy(scope, receive, send, target)
+                return
+        token = FORWARDED.set(forwarded)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            FORWARDED.reset(token)
+
+    def _coordinator(self, scope: Scope) -> BrokerEndpoint | None:
+        app = scope.get("app")
+        broker: Broker | None = getattr(getattr(app, "state", None), "broker", None)
+        node = broker.cluster if broker is not None else None
+        if node is None:
+            return None
+        path: str = scope["path"]
+        for pattern in _GROUP_PATHS:
+            m = pattern.match(path)
+            if m:
+                coordinator = node.coordinator(m.group("g"))
+                if coordinator in (-1, node.broker_id):
+                    return None
+                return node.endpoint_of(coordinator)
+        return None
+
+    async def _proxy(self, scope: Scope, receive: Receive, send: Send, target: BrokerEndpoint) -> None:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(90.0, connect=2.0))
+        body = b""
+        while True:
+            message: Message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = [
+            (k.decode(), v.decode()) for k, v in scope["headers"] if k.decode().lower() not in _HOP_HEADERS
+        ]
+        headers.append((FORWARDED_HEADER, "proxy"))
+        query = scope.get("query_string", b"").decode()
+        url = f"http://{target.host}:{target.port}{scope['path']}" + (f"?{query}" if query else "")
+        try:
+            response = await self._client.request(scope["method"], url, headers=headers, content=body)
+        except httpx.HTTPError as exc:
+            err = NotLeader(
+                f"the coordinator of this group (broker {target.broker_id}) cannot be reached: {exc}; retry",
+                coordinator_id=target.broker_id,
+            )
+            payload = orjson.dumps({"error": err.to_dict(), "error_code": 50003, "message": err.message})
+            start_headers = [(b"content-type", b"application/json"), (b"retry-after", b"1")]
+            await send({"type": "http.response.start", "status": 503, "headers": start_headers})
+            await send({"type": "http.response.body", "body": payload})
+            return
+        out = [(k.encode(), v.encode()) for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS]
+        await send({"type": "http.response.start", "status": response.status_code, "headers": out})
+        await send({"type": "http.response.body", "body": response.content})
