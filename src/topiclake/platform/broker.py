@@ -149,6 +149,15 @@ class Broker:
         }
         return ClusterMetadata(self.cluster_id, me, (self.endpoint(),), partitions)
 
+    def partition_state(self, topic: str, partition: int) -> PartitionState:
+        """Leader, epoch, replicas and ISR of one partition (this broker alone outside a cluster)."""
+        if self.cluster is not None:
+            state = self.cluster.partition(topic, partition)
+            if state is not None:
+                return state
+        me = self.config.broker_id
+        return PartitionState(topic, partition, me, 0, (me,), (me,))
+
     # ------------------------------------------------------------------ admin
 
     def create_topic(

@@ -149,6 +149,10 @@ class GroupCoordinator:
         if max_poll_interval_ms < 1:
             raise InvalidRequest(f"max.poll.interval.ms must be positive, got {max_poll_interval_ms}")
         now = time.monotonic()
+        if group_id not in self._groups:
+            # a group new to this coordinator may have moved here from another broker of the cluster:
+            # read the offsets its members committed there
+            self.store.refresh()
         with self._lock:
             group = self._groups.setdefault(group_id, Group(group_id))
             self._expire(group, now)

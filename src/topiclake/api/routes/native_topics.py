@@ -141,15 +141,16 @@ def delete_topic(topic: str, broker: BrokerDep) -> Response:
 @router.get("/topics/{topic}/partitions", summary="Partitions with leader and offsets")
 def list_partitions(topic: str, broker: BrokerDep) -> dict[str, Any]:
     info = broker.describe_topic(topic)
-    me = broker.config.broker_id
+    states = [broker.partition_state(topic, p) for p in range(info.partitions)]
     return {
         "topic": topic,
         "partitions": [
             {
                 "partition": p,
-                "leader": me,
-                "replicas": [me],
-                "in_sync_replicas": [me],
+                "leader": states[p].leader,
+                "leader_epoch": states[p].leader_epoch,
+                "replicas": list(states[p].replicas),
+                "in_sync_replicas": list(states[p].isr),
                 "beginning_offset": broker.list_offsets(topic, p, "earliest"),
                 "end_offset": broker.list_offsets(topic, p, "latest"),
             }

@@ -96,12 +96,14 @@ def _partition_id(info: TopicInfo, raw: str) -> int:
     return p
 
 
-def _partition_body(broker: Broker, p: int) -> dict[str, Any]:
-    leader = broker.config.broker_id  # this broker leads every partition for now
+def _partition_body(broker: Broker, topic: str, p: int) -> dict[str, Any]:
+    state = broker.partition_state(topic, p)
     return {
         "partition": p,
-        "leader": leader,
-        "replicas": [{"broker": leader, "leader": True, "in_sync": True}],
+        "leader": state.leader,
+        "replicas": [
+            {"broker": r, "leader": r == state.leader, "in_sync": r in state.isr} for r in state.replicas
+        ],
     }
 
 
@@ -115,7 +117,7 @@ def root(_accept: Accept) -> Response:
 
 @router.get("/brokers", summary="Broker ids (v2)")
 def list_brokers(broker: BrokerDep, _accept: Accept) -> Response:
-    return _json({"brokers": [broker.config.broker_id]})
+    return _json({"brokers": [b.broker_id for b in broker.metadata().brokers]})
 
 
 @router.get("/topics", summary="Topic names (v2)")
@@ -130,7 +132,7 @@ def get_topic(topic: str, broker: BrokerDep, _accept: Accept) -> Response:
         {
             "name": info.name,
             "configs": info.config.to_kafka(),
-            "partitions": [_partition_body(broker, p) for p in range(info.partitions)],
+            "partitions": [_partition_body(broker, info.name, p) for p in range(info.partitions)],
         }
     )
 
@@ -138,13 +140,13 @@ def get_topic(topic: str, broker: BrokerDep, _accept: Accept) -> Response:
 @router.get("/topics/{topic}/partitions", summary="Partitions of a topic (v2)")
 def list_partitions(topic: str, broker: BrokerDep, _accept: Accept) -> Response:
     info = _topic(broker, topic)
-    return _json([_partition_body(broker, p) for p in range(info.partitions)])
+    return _json([_partition_body(broker, info.name, p) for p in range(info.partitions)])
 
 
 @router.get("/topics/{topic}/partitions/{partition}", summary="One partition (v2)")
 def get_partition(topic: str, partition: str, broker: BrokerDep, _accept: Accept) -> Response:
     info = _topic(broker, topic)
-    return _json(_partition_body(broker, _partition_id(info, partition)))
+    return _json(_partition_body(broker, info.name, _partition_id(info, partition)))
 
 
 @router.get("/topics/{topic}/partitions/{partition}/offsets", summary="Beginning and end offsets (v2)")

@@ -19,11 +19,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from topiclake import errors as e
-from topiclake.api.deps import BrokerDep, SettingsDep, advertised
+from topiclake.api.deps import BrokerDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import negotiate, read_body, require_media
 from topiclake.platform import Broker, TopicConfig, TopicInfo, validate_topic_name
 from topiclake.platform.catalog import MAX_PARTITIONS
+from topiclake.platform.cluster import BrokerEndpoint, PartitionState
 from topiclake.platform.topic_config import CONFIG_NAMES, DEFAULTS
 from topiclake.settings import GatewaySettings
 
@@ -114,7 +115,7 @@ def cluster_data(request: Request, broker: Broker) -> dict[str, Any]:
         "kind": "KafkaCluster",
         "metadata": {"self": url(request, "clusters", cid), "resource_name": crn(cid)},
         "cluster_id": cid,
-        "controller": {"related": url(request, "clusters", cid, "brokers", broker.config.broker_id)},
+        "controller": {"related": url(request, "clusters", cid, "brokers", broker.metadata().controller_id)},
         "acls": {"related": url(request, "clusters", cid, "acls")},
         "brokers": {"related": url(request, "clusters", cid, "brokers")},
         "broker_configs": {"related": url(request, "clusters", cid, "broker-configs")},
@@ -126,10 +127,9 @@ def cluster_data(request: Request, broker: Broker) -> dict[str, Any]:
     }
 
 
-def broker_data(request: Request, broker: Broker, settings: GatewaySettings) -> dict[str, Any]:
-    """``KafkaBroker``: this gateway, reachable at its advertised address."""
-    cid, bid = broker.cluster_id, broker.config.broker_id
-    host, port = advertised(settings)
+def broker_data(request: Request, cid: str, endpoint: BrokerEndpoint) -> dict[str, Any]:
+    """``KafkaBroker``: a live broker of the cluster, at its advertised address."""
+    bid, host, port = endpoint.broker_id, endpoint.host, endpoint.port
     return {
         "kind": "KafkaBroker",
         "metadata": {
@@ -140,7 +140,7 @@ def broker_data(request: Request, broker: Broker, settings: GatewaySettings) -> 
         "broker_id": bid,
         "host": host,
         "port": port,
-        "rack": None,
+        "rack": endpoint.rack,
         "configs": {"related": url(request, "clusters", cid, "brokers", bid, "configs")},
         "partition_replicas": {
             "related": url(request, "clusters", cid, "brokers", bid, "partition-replicas")
@@ -199,7 +199,7 @@ def config_data(request: Request, cid: str, info: TopicInfo, name: str) -> dict[
 
 
 def partition_data(request: Request, cid: str, topic: str, partition: int, leader: int) -> dict[str, Any]:
-    """``KafkaPartition``: the leader is this broker, the only replica."""
+    """``KafkaPartition``: its leader and replicas."""
     base = ("clusters", cid, "topics", topic, "partitions", partition)
     return {
         "kind": "KafkaPartition",
@@ -216,8 +216,9 @@ def partition_data(request: Request, cid: str, topic: str, partition: int, leade
     }
 
 
-def replica_data(request: Request, cid: str, topic: str, partition: int, broker_id: int) -> dict[str, Any]:
-    """``KafkaReplica``: the one, leading, in-sync replica of a partition."""
+def replica_data(request: Request, cid: str, state: PartitionState, broker_id: int) -> dict[str, Any]:
+    """``KafkaReplica``: one replica of a partition (leading or not, in sync or not)."""
+    topic, partition = state.topic, state.partition
     base = ("clusters", cid, "topics", topic, "partitions", partition, "replicas", broker_id)
     return {
         "kind": "KafkaReplica",
@@ -229,8 +230,8 @@ def replica_data(request: Request, cid: str, topic: str, partition: int, broker_
         "topic_name": topic,
         "partition_id": partition,
         "broker_id": broker_id,
-        "is_leader": True,
-        "is_in_sync": True,
+        "is_leader": broker_id == state.leader,
+        "is_in_sync": broker_id in state.isr,
         "broker": {"related": url(request, "clusters", cid, "brokers", broker_id)},
     }
 
@@ -265,7 +266,7 @@ async def list_brokers(
 ) -> Response:
     _accept(request)
     check_cluster(broker, cluster_id)
-    data = [broker_data(request, broker, settings)]
+    data = [broker_data(request, cluster_id, b) for b in broker.metadata().brokers]
     return json_response(collection("KafkaBrokerList", url(request, "clusters", cluster_id, "brokers"), data))
 
 
@@ -275,9 +276,10 @@ async def get_broker(
 ) -> Response:
     _accept(request)
     check_cluster(broker, cluster_id)
-    if broker_id != str(broker.config.broker_id):
+    found = next((b for b in broker.metadata().brokers if str(b.broker_id) == broker_id), None)
+    if found is None:
         raise HTTPError(404, 404, f"Broker {broker_id} cannot be found.", code="broker_not_found")
-    return json_response(broker_data(request, broker, settings))
+    return json_response(broker_data(request, cluster_id, found))
 
 
 # ---------------------------------------------------------------------------------------------- topics
@@ -503,8 +505,10 @@ async def list_partitions(request: Request, broker: BrokerDep, cluster_id: str, 
     _accept(request)
     check_cluster(broker, cluster_id)
     info = await call(broker.describe_topic, check_topic_name(topic_name))
-    leader = broker.config.broker_id
-    data = [partition_data(request, cluster_id, info.name, p, leader) for p in range(info.partitions)]
+    data = [
+        partition_data(request, cluster_id, info.name, p, broker.partition_state(info.name, p).leader)
+        for p in range(info.partitions)
+    ]
     self_url = url(request, "clusters", cluster_id, "topics", topic_name, "partitions")
     return json_response(collection("KafkaPartitionList", self_url, data))
 
@@ -517,7 +521,8 @@ async def get_partition(
     check_cluster(broker, cluster_id)
     info = await call(broker.describe_topic, check_topic_name(topic_name))
     p = _partition_id(partition_id, info)
-    return json_response(partition_data(request, cluster_id, info.name, p, broker.config.broker_id))
+    leader = broker.partition_state(info.name, p).leader
+    return json_response(partition_data(request, cluster_id, info.name, p, leader))
 
 
 @router.get(
@@ -530,7 +535,8 @@ async def list_replicas(
     check_cluster(broker, cluster_id)
     info = await call(broker.describe_topic, check_topic_name(topic_name))
     p = _partition_id(partition_id, info)
-    data = [replica_data(request, cluster_id, info.name, p, broker.config.broker_id)]
+    state = broker.partition_state(info.name, p)
+    data = [replica_data(request, cluster_id, state, r) for r in state.replicas]
     self_url = url(request, "clusters", cluster_id, "topics", topic_name, "partitions", p, "replicas")
     return json_response(collection("KafkaReplicaList", self_url, data))
 
@@ -546,11 +552,13 @@ async def get_replica(
     check_cluster(broker, cluster_id)
     info = await call(broker.describe_topic, check_topic_name(topic_name))
     p = _partition_id(partition_id, info)
-    if broker_id != str(broker.config.broker_id):
+    state = broker.partition_state(info.name, p)
+    replica = next((r for r in state.replicas if str(r) == broker_id), None)
+    if replica is None:
         raise HTTPError(
             404, 404, f"Replica {broker_id} of {info.name}-{p} cannot be found.", code="not_found"
         )
-    return json_response(replica_data(request, cluster_id, info.name, p, broker.config.broker_id))
+    return json_response(replica_data(request, cluster_id, state, replica))
 
 
 # Produce lives in its own module; its router is served as part of this one so app.py needs no change.
