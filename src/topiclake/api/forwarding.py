@@ -20,7 +20,7 @@ import orjson
 import pyarrow as pa
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from topiclake.errors import NotLeader, TopiclakeError
+from topiclake.errors import NotLeader, RequestTimedOut, TopiclakeError
 from topiclake.platform import Broker
 from topiclake.platform.cluster import BrokerEndpoint
 from topiclake.platform.cluster.routing import FORWARDED, FORWARDED_HEADER
@@ -84,9 +84,15 @@ class HttpForwarder:
         url = f"http://{target.host}:{target.port}{path}"
         try:
             response = self._client.request(method, url, **kwargs)
-        except httpx.HTTPError as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # never sent: safe to try elsewhere
             raise NotLeader(
                 f"cannot reach broker {target.broker_id} at {target.host}:{target.port}: {exc}",
+                leader_id=target.broker_id,
+            ) from exc
+        except httpx.HTTPError as exc:  # sent, but no answer: the leader may have written it
+            raise RequestTimedOut(
+                f"broker {target.broker_id} took the request but did not answer ({exc!r}); its outcome is "
+                "unknown: retry (with an idempotent producer to be safe)",
                 leader_id=target.broker_id,
             ) from exc
         if response.status_code >= 400:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
+import signal
 from typing import Annotated
 
 import typer
@@ -77,6 +79,7 @@ def serve(
     if broker_changes:
         settings = settings.model_copy(update={"broker": settings.broker.model_copy(update=broker_changes)})
     configure_logging(settings.log_level)
+    faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid> prints every thread's stack to stderr
     logging.getLogger(__name__).info(
         "serving warehouse %s on http://%s:%d (docs at /docs)",
         settings.warehouse,

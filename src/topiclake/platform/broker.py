@@ -476,16 +476,17 @@ class Broker:
         while True:
             state = node.partition(topic, partition)
             leader = -1 if state is None else state.leader
+            mine = leader == me and not node.isolated
+            if not mine and (FORWARDED.get() or self.forwarder is None):
+                raise NotLeader(
+                    f"broker {me} does not lead {topic}-{partition}; its leader is broker {leader}",
+                    topic=topic,
+                    partition=partition,
+                    leader_id=leader,
+                )
             try:
-                if leader == me and not node.isolated:
+                if mine:
                     return local()
-                if FORWARDED.get() or self.forwarder is None:
-                    raise NotLeader(
-                        f"broker {me} does not lead {topic}-{partition}; its leader is broker {leader}",
-                        topic=topic,
-                        partition=partition,
-                        leader_id=leader,
-                    )
                 target = node.endpoint_of(leader)
                 if target is not None:
                     return remote(target)
@@ -496,8 +497,6 @@ class Broker:
                     leader_id=leader,
                 )
             except NotLeader as exc:
-                if FORWARDED.get() and leader != me:
-                    raise
                 last = exc
             if time.monotonic() >= deadline:
                 assert last is not None

@@ -59,10 +59,22 @@ class MaintenanceStats:
 
 
 class TableMaintainer:
-    """Maintenance of one topic table, with its own Delta handle (never the commit path's)."""
+    """Maintenance of one topic table, with its own Delta handle (never the commit path's).
 
-    def __init__(self, topic: str, uri: str, storage: Storage, config: BrokerConfig) -> None:
+    In a cluster every broker maintains only what it leads: it compacts the partitions it leads, and the
+    leader of partition 0 also does the table-wide chores (checkpoints, log cleanup, vacuum).
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        uri: str,
+        storage: Storage,
+        config: BrokerConfig,
+        leads: Callable[[int], bool] | None = None,
+    ) -> None:
         self.topic = topic
+        self._leads = leads or (lambda _p: True)
         self.uri = uri
         self._storage = storage
         self._config = config
@@ -85,9 +97,11 @@ class TableMaintainer:
             started = time.perf_counter()
             try:
                 dt = self._handle()
-                self._checkpoint(dt)
+                if self._leads(0):
+                    self._checkpoint(dt)
                 self._compact(dt)
-                self._vacuum(dt)
+                if self._leads(0):
+                    self._vacuum(dt)
             except (DeltaError, OSError) as exc:
                 self.stats.failures += 1
                 self.stats.last_error = str(exc).splitlines()[0]
@@ -117,6 +131,8 @@ class TableMaintainer:
         fs = self._storage.filesystem(self.uri)
         index = build_index(dt, fs)
         for partition in index.partitions():
+            if not self._leads(partition):
+                continue
             by_segment: dict[int, list[DataFile]] = {}
             for f in index.files(partition):
                 by_segment.setdefault(f.segment, []).append(f)

@@ -34,6 +34,7 @@ from topiclake.errors import (
     NotLeader,
     OffsetOutOfRange,
     PartitionNotFound,
+    RequestTimedOut,
     StorageError,
     TopiclakeError,
 )
@@ -163,7 +164,9 @@ class TopicLog:
         self._intents_checked = 0.0
         self._intents = False
         self._dt = self._open_table()
-        self.maintainer = TableMaintainer(self.topic, self.uri, storage, config)
+        # partition -> leader epoch of the partitions this broker leads; None: all (no cluster)
+        self._led: dict[int, int] | None = None
+        self.maintainer = TableMaintainer(self.topic, self.uri, storage, config, leads=self.leads)
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
         self._hooks = (
             PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
@@ -172,8 +175,7 @@ class TopicLog:
         )
         self._producers = ProducerStates(self._load_producer)
         self._parts: dict[int, _Partition] = {}
-        # partition -> leader epoch of the partitions this broker leads; None: all (no cluster)
-        self._led: dict[int, int] | None = None
+        self._takeover_reader: DeltaTable | None = None
         self._recover(info.partitions)
         self._flusher = threading.Thread(target=self._run, name=f"flush-{self.topic}", daemon=True)
         self._flusher.start()
@@ -259,7 +261,9 @@ class TopicLog:
         return _Partition(p, hwm, hwm, base, nbytes, first, TailCache(self._config.tail_cache_bytes))
 
     def _load_producer(self, producer_id: int) -> tuple[int, int] | None:
-        version = self._dt.transaction_version(producer_app_id(self.topic, producer_id))
+        # after a takeover, the snapshot taken then holds what the previous leader committed
+        dt = self._takeover_reader or self._dt
+        version = dt.transaction_version(producer_app_id(self.topic, producer_id))
         return None if version is None else decode_state(version)
 
     def ensure_partitions(self, info: TopicInfo) -> None:
@@ -296,6 +300,8 @@ class TopicLog:
                 try:
                     reader = DeltaTable(self.uri, storage_options=self._storage.options())
                     index = self._refresh_index(force=True)
+                    self._producers.forget_all()  # their state may have moved on at the old leader
+                    self._takeover_reader = reader
                     for p in fresh:
                         old_part = self._parts[p]
                         self._parts[p] = self._recover_partition(p, index, reader)
@@ -494,6 +500,7 @@ class TopicLog:
         finally:
             self._budget.release(sum(p.nbytes for p in take))
         elapsed_ms = (time.perf_counter() - started) * 1000
+        self._takeover_reader = None  # our snapshot is now at least as new
         self.commits += 1
         self.commit_latencies_ms.append(elapsed_ms)
         if len(self.commit_latencies_ms) > 10_000:
@@ -531,9 +538,21 @@ class TopicLog:
     def _commit(self) -> None:
         commit_id = uuid.uuid4().hex
         attempt = 0
+        known = True  # whether every earlier attempt is known not to have landed
         while True:
             with self._lock:
                 take = list(self._inflight)
+            lost = {pend.partition for pend in take if not self.leads(pend.partition)}
+            if lost and attempt > 0:  # leadership went while we retried: stop writing those partitions
+                unknown = None
+                if not known:
+                    unknown = RequestTimedOut(
+                        f"{self.topic}: lost leadership while a commit failed; its outcome is unknown: retry "
+                        "(with an idempotent producer to be safe)",
+                        topic=self.topic,
+                    )
+                self._fail_partitions(lost, unknown)
+                continue
             if not take:
                 return
             ends: dict[int, int] = {}
@@ -576,7 +595,8 @@ class TopicLog:
             except _FOREIGN_ERRORS as exc:
                 attempt += 1
                 reason = str(exc).splitlines()[0]
-                if self._refresh_after_failure() and commit_landed(self._dt, commit_id, base_version):
+                known = self._refresh_after_failure()
+                if known and commit_landed(self._dt, commit_id, base_version):
                     logger.warning(
                         "topic %s: commit %s landed despite error (%s)", self.topic, commit_id, reason
                     )
@@ -698,8 +718,9 @@ class TopicLog:
             self._fail_partitions(set(deposed))
         return True
 
-    def _fail_partitions(self, partitions: set[int]) -> None:
-        """Fail the uncommitted records of partitions this broker no longer leads (NotLeader)."""
+    def _fail_partitions(self, partitions: set[int], error: TopiclakeError | None = None) -> None:
+        """Fail the uncommitted records of partitions this broker no longer leads (NotLeader unless
+        ``error`` says otherwise)."""
         with self._lock:
             failed = [pend for pend in [*self._inflight, *self._queue] if pend.partition in partitions]
             self._inflight = [pend for pend in self._inflight if pend.partition not in partitions]
@@ -711,7 +732,8 @@ class TopicLog:
         for pend in failed:
             if not pend.handle.future.done():
                 pend.handle.future.set_exception(
-                    NotLeader(
+                    error
+                    or NotLeader(
                         f"{self.topic}-{pend.partition} has a newer leader; retry there",
                         topic=self.topic,
                         partition=pend.partition,
@@ -734,6 +756,7 @@ class TopicLog:
             )
             try:
                 self._dt.update_incremental()
+                self._takeover_reader = None
                 self._producers.forget_all()
                 index = self._refresh_index(force=True)
                 for p in list(self._parts):

@@ -1,0 +1,101 @@
+"""The controller's decisions as pure functions: replica assignment, elections, group coordinators."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from topiclake.errors import InvalidReplicationFactor
+from topiclake.platform.cluster.assignment import (
+    TopicSpec,
+    assign_replicas,
+    coordinator_for,
+    leader_counts,
+    reconcile,
+)
+from topiclake.platform.cluster.metadata import PartitionState
+
+
+def test_replicas_are_distinct_brokers_and_leaders_spread_evenly() -> None:
+    out = assign_replicas("orders", range(12), 3, [1, 2, 3, 4])
+    assert len(out) == 12
+    for replicas in out:
+        assert len(replicas) == 3
+        assert len(set(replicas)) == 3
+        assert set(replicas) <= {1, 2, 3, 4}
+    leaders = Counter(r[0] for r in out)
+    assert set(leaders.values()) == {3}  # 12 partitions over 4 brokers: 3 each
+    followers = Counter(b for r in out for b in r[1:])
+    assert max(followers.values()) - min(followers.values()) <= 2
+
+
+def test_assignment_is_deterministic_per_topic() -> None:
+    assert assign_replicas("a", range(6), 2, [3, 1, 2]) == assign_replicas("a", range(6), 2, [1, 2, 3])
+
+
+def test_more_replicas_than_brokers_is_refused() -> None:
+    with pytest.raises(InvalidReplicationFactor, match="live brokers"):
+        assign_replicas("t", range(1), 3, [1, 2])
+    with pytest.raises(InvalidReplicationFactor):
+        assign_replicas("t", range(1), 0, [1, 2])
+
+
+def _state(topic: str, p: int, leader: int, epoch: int, replicas: tuple[int, ...]) -> PartitionState:
+    return PartitionState(topic, p, leader, epoch, replicas, replicas)
+
+
+def test_new_topic_gets_a_state_for_every_partition() -> None:
+    out = reconcile({}, {"t": TopicSpec(4, 2)}, live=[1, 2], settled=[1, 2])
+    states = out["t"]
+    assert [s.partition for s in states] == [0, 1, 2, 3]
+    assert all(s.leader == s.replicas[0] and s.leader_epoch == 0 for s in states)
+    assert leader_counts(out) == {1: 2, 2: 2}
+
+
+def test_dead_leader_moves_to_first_live_replica_with_a_new_epoch() -> None:
+    current = {"t": (_state("t", 0, 1, 4, (1, 2, 3)),)}
+    out = reconcile(current, {"t": TopicSpec(1, 3)}, live=[2, 3], settled=[2, 3])
+    s = out["t"][0]
+    assert (s.leader, s.leader_epoch, s.isr) == (2, 5, (2, 3))
+
+
+def test_partition_with_no_live_replica_keeps_its_leader_and_an_empty_isr() -> None:
+    current = {"t": (_state("t", 0, 1, 4, (1,)),)}
+    s = reconcile(current, {"t": TopicSpec(1, 1)}, live=[2], settled=[2])["t"][0]
+    assert (s.leader, s.leader_epoch, s.isr) == (1, 4, ())
+
+
+def test_preferred_replica_takes_leadership_back_only_once_settled() -> None:
+    moved = {"t": (PartitionState("t", 0, 2, 5, (1, 2), (2,)),)}
+    early = reconcile(moved, {"t": TopicSpec(1, 2)}, live=[1, 2], settled=[2])["t"][0]
+    assert (early.leader, early.leader_epoch, early.isr) == (2, 5, (1, 2))
+    back = reconcile(moved, {"t": TopicSpec(1, 2)}, live=[1, 2], settled=[1, 2])["t"][0]
+    assert (back.leader, back.leader_epoch) == (1, 6)
+
+
+def test_unchanged_state_is_returned_as_is_and_deleted_topics_drop_out() -> None:
+    current = {"t": (_state("t", 0, 1, 0, (1, 2)),), "gone": (_state("gone", 0, 1, 0, (1,)),)}
+    out = reconcile(current, {"t": TopicSpec(1, 2)}, live=[1, 2], settled=[1, 2])
+    assert out == {"t": current["t"]}
+
+
+def test_added_partitions_are_assigned_and_old_ones_kept() -> None:
+    current = {"t": (_state("t", 0, 2, 3, (2, 1)),)}
+    out = reconcile(current, {"t": TopicSpec(3, 2)}, live=[1, 2], settled=[1, 2])["t"]
+    assert out[0] == current["t"][0]
+    assert [s.partition for s in out] == [0, 1, 2]
+    assert all(len(s.replicas) == 2 for s in out)
+
+
+def test_group_coordinator_moves_only_the_dead_brokers_groups() -> None:
+    groups = [f"g{i}" for i in range(200)]
+    before = {g: coordinator_for(g, [1, 2, 3]) for g in groups}
+    assert set(before.values()) == {1, 2, 3}
+    after = {g: coordinator_for(g, [1, 2]) for g in groups}
+    for g in groups:
+        if before[g] != 3:
+            assert after[g] == before[g]
+        else:
+            assert after[g] in (1, 2)
+    assert coordinator_for("g", []) == -1
