@@ -206,6 +206,9 @@ _GROUP_PATHS = (
     re.compile(r"^/v3/clusters/[^/]+/consumer-groups/(?P<g>[^/]+)"),
 )
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade"}
+#: Marks a group request one broker sent to the group's coordinator: it is never sent on again (the
+#: coordinator still forwards the partition work it needs, unlike a request marked FORWARDED_HEADER).
+GROUP_PROXY_HEADER = "x-topiclake-group-proxied-by"
 
 
 class ClusterRouting:
@@ -221,7 +224,7 @@ class ClusterRouting:
             return
         headers = dict(scope["headers"])
         forwarded = FORWARDED_HEADER.encode() in headers
-        if not forwarded:
+        if not forwarded and GROUP_PROXY_HEADER.encode() not in headers:
             target = self._coordinator(scope)
             if target is not None:
                 await self._proxy(scope, receive, send, target)
@@ -260,7 +263,7 @@ class ClusterRouting:
         headers = [
             (k.decode(), v.decode()) for k, v in scope["headers"] if k.decode().lower() not in _HOP_HEADERS
         ]
-        headers.append((FORWARDED_HEADER, "proxy"))
+        headers.append((GROUP_PROXY_HEADER, "1"))
         query = scope.get("query_string", b"").decode()
         url = f"http://{target.host}:{target.port}{scope['path']}" + (f"?{query}" if query else "")
         try:

@@ -6,6 +6,7 @@ This is what the HTTP gateway, the CLI and the tests talk to. It holds no HTTP a
 from __future__ import annotations
 
 import base64
+import contextvars
 import hashlib
 import logging
 import random
@@ -436,7 +437,10 @@ class Broker:
                 return [RecordResult(p, None, None, exc)] * len(rows)
 
         pool = self._executor()
-        futures = {p: pool.submit(one, p, rows) for p, rows in by_part.items()}
+        # each task runs in a copy of this request's context (FORWARDED travels with it)
+        futures = {
+            p: pool.submit(contextvars.copy_context().run, one, p, rows) for p, rows in by_part.items()
+        }
         results: list[RecordResult | None] = [None] * table.num_rows
         for p, future in futures.items():
             for row, res in zip(by_part[p], future.result(), strict=True):
