@@ -6,14 +6,11 @@ This is what the HTTP gateway, the CLI and the tests talk to. It holds no HTTP a
 from __future__ import annotations
 
 import base64
-import contextvars
 import hashlib
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Literal, TypeVar
 
@@ -35,7 +32,8 @@ from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicCatalog, TopicInfo
 from topiclake.platform.cluster.metadata import BrokerEndpoint, ClusterMetadata, Endpoint, PartitionState
 from topiclake.platform.cluster.node import ClusterNode, Leadership
-from topiclake.platform.cluster.routing import FORWARDED, Forwarder
+from topiclake.platform.cluster.router import Router
+from topiclake.platform.cluster.routing import Forwarder
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.group_coordinator import GroupCoordinator
 from topiclake.platform.maintenance import Maintenance
@@ -82,7 +80,7 @@ class Broker:
         self._listeners: dict[str, Endpoint] = {}
         self.cluster: ClusterNode | None = None
         self.forwarder = forwarder
-        self._pool: ThreadPoolExecutor | None = None
+        self.router: Router | None = None
         self.groups = GroupCoordinator(self)
         self._maintenance: Maintenance | None = None
         if self.config.maintenance:
@@ -130,6 +128,7 @@ class Broker:
         )
         node.start()
         self.cluster = node
+        self.router = Router(node, self.forwarder, self.config.forward_timeout_ms)
         self._apply_leadership(node.leadership())
 
     def _apply_leadership(self, led: Leadership) -> None:
@@ -352,8 +351,16 @@ class Broker:
             ok = list(range(n))
         keys = table["key"].to_pylist() if partition is None else []
         targets = self._targets(keys, [explicit[i] for i in ok], partition, n_parts)
-        if self.cluster is not None and not all(log.leads(p) for p in set(targets)):
-            produced = self._produce_routed(topic, table, targets, ack, producer, timeout_ms)
+        if self.router is not None and not all(log.leads(p) for p in set(targets)):
+            produced = self.router.produce(
+                topic,
+                table,
+                targets,
+                ack,
+                producer,
+                timeout_ms,
+                lambda p, sub: self._append(topic, log, sub, [p] * sub.num_rows, ack, producer, timeout_ms),
+            )
         else:
             produced = self._append(topic, log, table, targets, ack, producer, timeout_ms)
         for slot, res in zip(ok, produced, strict=True):
@@ -398,121 +405,17 @@ class Broker:
                 results[row] = RecordResult(part, base + k, stamps[row])
         return results  # type: ignore[return-value]
 
-    # ------------------------------------------------------------------ routing (cluster)
-
-    def _produce_routed(
-        self,
-        topic: str,
-        table: pa.Table,
-        targets: list[int],
-        ack: str,
-        producer: ProducerInfo | None,
-        timeout_ms: int | None,
-    ) -> list[RecordResult]:
-        """Produce rows some of which belong to partitions other brokers lead: one append or forward per
-        partition, concurrently; a partition that cannot be reached in time fails its own rows only."""
-        by_part: dict[int, list[int]] = {}
-        for row, p in enumerate(targets):
-            by_part.setdefault(p, []).append(row)
-        if producer is not None and len(by_part) > 1:
-            raise InvalidRecord(
-                "in a cluster an idempotent request must target one partition: send each partition's "
-                "records in their own request (?partition=N)",
-                topic=topic,
-            )
-        log = self.log(topic)
-
-        def one(p: int, rows: list[int]) -> list[RecordResult]:
-            sub = table if len(rows) == table.num_rows else table.take(pa.array(rows, pa.int64()))
-            try:
-                return self._on_leader(
-                    topic,
-                    p,
-                    lambda: self._append(topic, log, sub, [p] * len(rows), ack, producer, timeout_ms),
-                    lambda target: self._forwarder().produce(
-                        target, topic, p, sub, ack, producer, timeout_ms
-                    ),
-                )
-            except TopiclakeError as exc:
-                return [RecordResult(p, None, None, exc)] * len(rows)
-
-        pool = self._executor()
-        # each task runs in a copy of this request's context (FORWARDED travels with it)
-        futures = {
-            p: pool.submit(contextvars.copy_context().run, one, p, rows) for p, rows in by_part.items()
-        }
-        results: list[RecordResult | None] = [None] * table.num_rows
-        for p, future in futures.items():
-            for row, res in zip(by_part[p], future.result(), strict=True):
-                results[row] = res
-        return results  # type: ignore[return-value]
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="forward")
-            return self._pool
-
-    def _forwarder(self) -> Forwarder:
-        if self.forwarder is None:
-            raise NotLeader("this broker cannot forward: no forwarder is configured")
-        return self.forwarder
-
-    def _on_leader(
-        self,
-        topic: str,
-        partition: int,
-        local: Callable[[], _T],
-        remote: Callable[[BrokerEndpoint], _T],
+    def _route(
+        self, topic: str, partition: int, local: Callable[[], _T], remote: Callable[[BrokerEndpoint], _T]
     ) -> _T:
-        """Run ``local`` if this broker leads the partition, else ``remote`` at its leader; while
-        leadership moves (a dead leader, a stale view), look again until the forwarding budget is spent.
-
-        Raises:
-            NotLeader: No leader could serve it in time, or this request was already forwarded to us.
-        """
-        node = self.cluster
-        if node is None:
+        """``local()`` here, or ``remote(leader)`` when another broker of the cluster leads the partition."""
+        if self.router is None:
             return local()
-        me = self.config.broker_id
-        deadline = time.monotonic() + self.config.forward_timeout_ms / 1000
-        last: TopiclakeError | None = None
-        while True:
-            state = node.partition(topic, partition)
-            leader = -1 if state is None else state.leader
-            mine = leader == me and not node.isolated
-            if not mine and (FORWARDED.get() or self.forwarder is None):
-                raise NotLeader(
-                    f"broker {me} does not lead {topic}-{partition}; its leader is broker {leader}",
-                    topic=topic,
-                    partition=partition,
-                    leader_id=leader,
-                )
-            try:
-                if mine:
-                    return local()
-                target = node.endpoint_of(leader)
-                if target is not None:
-                    return remote(target)
-                last = NotLeader(
-                    f"the leader of {topic}-{partition} (broker {leader}) is not alive: waiting for another",
-                    topic=topic,
-                    partition=partition,
-                    leader_id=leader,
-                )
-            except NotLeader as exc:
-                last = exc
-            if time.monotonic() >= deadline:
-                assert last is not None
-                raise NotLeader(
-                    f"{topic}-{partition} could not be served within "
-                    f"{self.config.forward_timeout_ms} ms: {last.message}",
-                    topic=topic,
-                    partition=partition,
-                    leader_id=leader,
-                )
-            node.poke()
-            time.sleep(0.1)
+        return self.router.on_leader(topic, partition, local, remote)
+
+    def _remote(self) -> Forwarder:
+        assert self.router is not None
+        return self.router.forwarder
 
     def produce_arrow(
         self,
@@ -544,12 +447,12 @@ class Broker:
             log.high_watermark(partition)  # an unknown partition is still an error of its own
 
             def forward(target: BrokerEndpoint) -> tuple[int, int, int | None]:
-                res = self._forwarder().produce(target, topic, partition, data, ack, producer, timeout_ms)
+                res = self._remote().produce(target, topic, partition, data, ack, producer, timeout_ms)
                 if res and res[0].error is not None:
                     raise res[0].error
                 return partition, data.num_rows, res[0].offset if res else None
 
-            return self._on_leader(
+            return self._route(
                 topic,
                 partition,
                 lambda: self._append_arrow(topic, log, partition, data, ack, producer, timeout_ms),
@@ -647,11 +550,11 @@ class Broker:
                 if self.cluster is None:
                     raise
         log.high_watermark(partition)  # an unknown partition is still an error of its own
-        return self._on_leader(
+        return self._route(
             topic,
             partition,
             lambda: log.fetch(partition, offset, max_records, max_bytes, wait_ms),
-            lambda t: self._forwarder().fetch(t, topic, partition, offset, max_records, max_bytes, wait_ms),
+            lambda t: self._remote().fetch(t, topic, partition, offset, max_records, max_bytes, wait_ms),
         )
 
     def list_offsets(self, topic: str, partition: int, spec: OffsetSpec) -> int | None:
@@ -662,11 +565,11 @@ class Broker:
         log = self.log(topic)
         if self.cluster is not None and not log.leads(partition):
             log.high_watermark(partition)  # an unknown partition is still an error of its own
-            return self._on_leader(
+            return self._route(
                 topic,
                 partition,
                 lambda: self.list_offsets(topic, partition, spec),
-                lambda t: self._forwarder().list_offsets(t, topic, partition, spec),
+                lambda t: self._remote().list_offsets(t, topic, partition, spec),
             )
         if spec == "earliest":
             return log.log_start_offset(partition)
@@ -697,8 +600,8 @@ class Broker:
             log.close()
         if self.cluster is not None:
             self.cluster.close()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.router is not None:
+            self.router.close()
         logger.info("broker %d closed", self.config.broker_id)
 
     def __enter__(self) -> Broker:
