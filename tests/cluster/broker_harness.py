@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -115,10 +116,10 @@ def bootstrap(brokers: list[BrokerProcess]) -> str:
     return ",".join(b.address for b in brokers)
 
 
-def wait_for(predicate: object, timeout: float, what: str, interval: float = 0.1) -> None:
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> None:
     """Poll ``predicate()`` until true, failing with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while not callable(predicate) or not predicate():
+    while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)

@@ -30,6 +30,15 @@ def topics_create(
         list[str] | None,
         typer.Option(help="A topic config key=value (repeatable).", envvar="TOPICLAKE_TOPICS_CONFIG"),
     ] = None,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(
+            help="Brokers that may lead each partition (default: the cluster's).",
+            envvar="TOPICLAKE_TOPICS_REPLICATION_FACTOR",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
     if_not_exists: Annotated[
         bool,
         typer.Option(help="Succeed if the topic exists already.", envvar="TOPICLAKE_TOPICS_IF_NOT_EXISTS"),
@@ -42,7 +51,7 @@ def topics_create(
     configs = pairs(config, "--config")
     with client(url, timeout, bootstrap_server) as tl:
         try:
-            tl.create_topic(topic, partitions, configs)
+            tl.create_topic(topic, partitions, configs, replication_factor=replication_factor)
         except TopicExists:
             if not if_not_exists:
                 raise

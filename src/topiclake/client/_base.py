@@ -181,19 +181,29 @@ class ClientBase:
         return cast(list[Topic], self._json("GET", "/v1/topics")["topics"])
 
     def create_topic(
-        self, name: str, partitions: int = 1, configs: Mapping[str, str | int] | None = None
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: Mapping[str, str | int] | None = None,
+        *,
+        replication_factor: int | None = None,
     ) -> Topic:
         """Create a topic.
+
+        ``replication_factor`` (sent only when given): how many brokers may lead each partition; a cluster
+        refuses more than its live brokers.
 
         Raises:
             TopicExists: A topic of that name exists.
             InvalidConfig: A config is unknown or has a bad value.
         """
-        body = {
+        body: dict[str, Any] = {
             "name": name,
             "partitions": partitions,
             "configs": {k: str(v) for k, v in (configs or {}).items()},
         }
+        if replication_factor is not None:
+            body["replication_factor"] = replication_factor
         return cast(Topic, self._json("POST", "/v1/topics", json=body))
 
     def describe_topic(self, name: str) -> Topic:
