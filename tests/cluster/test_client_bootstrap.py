@@ -201,3 +201,49 @@ def test_producing_survives_a_kill9_and_restart_of_the_broker(
 def test_bootstrap_list_of_several_brokers_string(start_brokers: Callable[..., list[BrokerProcess]]) -> None:
     brokers = start_brokers(1)
     assert bootstrap(brokers) == brokers[0].address
+
+
+def test_not_leader_answer_refreshes_metadata_and_goes_to_the_new_leader(broker: BrokerProcess) -> None:
+    """A former leader (a real HTTP server) answers 421 not_leader, as a deposed broker does: the client
+    reads the metadata again and produces to the real leader, once."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    hits: list[str] = []
+
+    async def not_leader(request: Request) -> JSONResponse:
+        hits.append(request.url.path)
+        error = {"code": "not_leader", "message": "not the leader", "retriable": True}
+        return JSONResponse({"error": {**error, "details": {"leader_id": 1}}}, status_code=421)
+
+    app = Starlette(routes=[Route("/{path:path}", not_leader, methods=["GET", "POST"])])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with TopiclakeClient(bootstrap_servers=broker.address, timeout=5, retry_backoff=0.05) as tl:
+            tl.create_topic("deposed", partitions=2)
+            router = tl._router
+            assert router is not None
+            real = router.refresh()
+            stale = {**real.brokers, 9: f"http://127.0.0.1:{port}"}
+            router._view = ClusterView(real.doc, real.source, stale, {"deposed": (9, 9)})
+            res = tl.produce("deposed", [{"value": i, "partition": i % 2} for i in range(4)])["results"]
+            assert all(r["error"] is None for r in res)
+            assert hits, "the stale leader was not asked"
+            assert router.view().leader_url("deposed", 0) == broker.url
+            for p in (0, 1):
+                assert [r["value"] for r in tl.fetch("deposed", p, 0, encoding="json")["records"]] == [
+                    p,
+                    p + 2,
+                ]
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -103,9 +103,10 @@ class RecordsMixin(ClientBase):
             for k, v in {"acks": str(acks), "partition": partition, "encoding": encoding}.items()
             if v is not None
         }
+        base = self._router.preferred if self._router is not None else ""
         request = self._http.build_request(
             "POST",
-            f"{self._topic_path(topic)}/records",
+            f"{base}{self._topic_path(topic)}/records",
             content=lines(),
             params=params,
             headers={"content-type": NDJSON, "accept": NDJSON},
@@ -113,7 +114,7 @@ class RecordsMixin(ClientBase):
         try:
             resp = self._http.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise self._transport_error(exc) from exc
+            raise self._transport_error(exc, base or None) from exc
         try:
             if resp.status_code >= 400:
                 resp.read()
@@ -122,7 +123,7 @@ class RecordsMixin(ClientBase):
                 if line.strip():
                     yield cast(ProduceResult, orjson.loads(line))
         except httpx.HTTPError as exc:
-            raise self._transport_error(exc) from exc
+            raise self._transport_error(exc, base or None) from exc
         finally:
             resp.close()
 

@@ -54,7 +54,7 @@ def error_from_body(status: int, body: bytes, retry_after: str | None = None) ->
     if not isinstance(err, dict) or not isinstance(err.get("code"), str):
         text = body.decode("utf-8", errors="replace").strip()[:200] or "(empty body)"
         exc = TopiclakeError(f"HTTP {status}: {text}", status=status)
-        exc.retriable = status in (408, 429, 502, 503, 504)
+        exc.retriable = status in (408, 421, 429, 502, 503, 504)
         return exc
     code: str = err["code"]
     message = str(err.get("message") or code)
