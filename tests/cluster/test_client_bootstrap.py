@@ -247,3 +247,21 @@ def test_not_leader_answer_refreshes_metadata_and_goes_to_the_new_leader(broker:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_a_new_client_waits_for_a_broker_within_the_delivery_timeout(
+    start_brokers: Callable[..., list[BrokerProcess]],
+) -> None:
+    """No broker answers when the produce call starts; one comes up within the delivery timeout."""
+    (b,) = start_brokers(1)
+    with TopiclakeClient(b.url) as tl:
+        tl.create_topic("later", partitions=1)
+    b.stop()
+    restarter = threading.Timer(1.0, b.start)
+    restarter.start()
+    try:
+        with TopiclakeClient(bootstrap_servers=b.address, timeout=5, delivery_timeout=60) as tl:
+            res = tl.produce("later", [{"value": 1}])["results"]
+        assert res[0]["error"] is None and res[0]["offset"] == 0
+    finally:
+        restarter.join(60)

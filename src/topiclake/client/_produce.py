@@ -141,11 +141,13 @@ class ClusterProducer:
 
     def partition_count(self, topic: str, deadline: float) -> int:
         """The topic's partition count from the metadata (read again once when it does not list it)."""
-        view = self.router.view()
-        count = view.partitions(topic)
+        what = f"metadata of {topic}"
+        count = self.router.with_retries(
+            what, lambda view: view.partitions(topic), deadline=deadline, safe_to_repeat=True
+        )  # waits out a moment when no broker answers
         if count is None:
             count = self.router.with_retries(
-                f"metadata of {topic}",
+                what,
                 lambda _: self.router.view(refresh=True).partitions(topic),
                 deadline=deadline,
                 safe_to_repeat=True,
