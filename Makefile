@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 JARS_STAMP := $(VENV)/.jars-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format bench bench-smoke bench-sustained bench-report clean
+.PHONY: install run test lint format bench bench-smoke bench-sustained bench-report clean tools-wrk bench-cluster
 
 install: $(STAMP) $(JARS_STAMP)
 
@@ -24,7 +24,7 @@ $(JARS_STAMP): $(STAMP)
 run: install
 	$(VENV)/bin/topiclake serve
 
-test: install
+test: install tools-wrk
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
@@ -55,3 +55,11 @@ bench-sustained: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache data spark-warehouse
+
+# Issue 12: wrk (Debian), the compiled load generator of bench/cluster_bench.py, installed when missing.
+tools-wrk:
+	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq wrk; }
+
+# Issue 12: produce throughput/p99 with 1, 2 and 3 brokers and failover time (CLUSTER_BENCH_ARGS="--smoke").
+bench-cluster: install tools-wrk
+	$(PY) bench/cluster_bench.py $(CLUSTER_BENCH_ARGS)

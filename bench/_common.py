@@ -68,14 +68,22 @@ def free_port() -> int:
 
 class GatewayProcess:
     """``topiclake serve`` in a subprocess on 127.0.0.1 over ``warehouse``; output goes to ``log``;
-    ``env`` adds settings (``TOPICLAKE_*``)."""
+    ``env`` adds settings (``TOPICLAKE_*``), ``args`` more ``serve`` options (``--broker-id``); ``port``
+    default: a free one."""
 
-    def __init__(self, warehouse: Path, log: Path, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
+    def __init__(
+        self,
+        warehouse: Path,
+        log: Path,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        port: int | None = None,
+    ) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse)]
-        cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
+        cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning", *args]
         self._out = log.open("ab")
         self.proc = subprocess.Popen(
             cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
@@ -101,6 +109,14 @@ class GatewayProcess:
         except OSError:
             pass
         return None
+
+    def kill9(self) -> None:
+        """``kill -9`` the gateway (by pid) and reap it."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        if not self._out.closed:
+            self._out.close()
 
     def stop(self) -> None:
         """SIGTERM (the gateway commits what is pending), SIGKILL after 30 s."""

@@ -17,6 +17,7 @@ SECTIONS = [
     ("latest.md", "Core: group commit vs raw delta-rs (`make bench`, bench/core_commit.py)"),
     ("http.md", "HTTP gateway (`make bench`, bench/http_bench.py)"),
     ("sustained.md", "Sustained load, 10 minutes (`make bench-sustained`, bench/sustained.py)"),
+    ("cluster.md", "1, 2 and 3 brokers, failover (`make bench-cluster`, bench/cluster_bench.py)"),
 ]
 
 HEADER = """# Benchmarks: the latest published run

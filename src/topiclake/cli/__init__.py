@@ -1,19 +1,19 @@
 """``topiclake``: the command line. Every option can also come from the environment (``TOPICLAKE_*``).
 
 One module per command family: ``serve`` (and ``version``), ``topics``, ``produce``, ``consume`` (also as a
-group member, see ``_group_consumer``), ``groups``, ``jobs`` (the Spark jobs) and ``sql``; ``_app`` holds the
-Typer app and shared options.
+group member, see ``_group_consumer``), ``groups``, ``cluster`` (describe the brokers), ``jobs`` (the Spark
+jobs) and ``sql``; ``_app`` holds the Typer app and shared options.
 """
 
 from __future__ import annotations
 
 import typer
 
-from topiclake.cli import consume, groups, jobs, produce, serve, sql, topics
+from topiclake.cli import cluster, consume, groups, jobs, produce, serve, sql, topics
 from topiclake.cli._app import app
 from topiclake.errors import TopiclakeError
 
-__all__ = ["app", "consume", "groups", "jobs", "main", "produce", "serve", "sql", "topics"]
+__all__ = ["app", "cluster", "consume", "groups", "jobs", "main", "produce", "serve", "sql", "topics"]
 
 
 def main() -> None:

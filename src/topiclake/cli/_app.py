@@ -42,6 +42,16 @@ Url = Annotated[
     str,
     typer.Option("--url", envvar="TOPICLAKE_URL", help="Base URL of the gateway (`topiclake serve`)."),
 ]
+BootstrapServer = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-server",
+        envvar="TOPICLAKE_BOOTSTRAP_SERVER",
+        help="Brokers of a cluster, host:port[,host:port...]: metadata from any that answers, each "
+        "partition's requests to its leader, retries on a dead broker. Wins over --url.",
+        show_default=False,
+    ),
+]
 Timeout = Annotated[
     float, typer.Option("--timeout", envvar="TOPICLAKE_TIMEOUT", help="Seconds to wait for each answer.")
 ]
@@ -65,9 +75,14 @@ class Encoding(StrEnum):
     binary = "binary"
 
 
-def client(url: str, timeout: float) -> TopiclakeClient:
+def client(
+    url: str, timeout: float, bootstrap_server: str | None = None, *, idempotent: bool | None = None
+) -> TopiclakeClient:
+    """A client of the gateway at ``url``, or of the cluster behind ``bootstrap_server`` when given."""
     from topiclake.client import TopiclakeClient
 
+    if bootstrap_server:
+        return TopiclakeClient(timeout=timeout, bootstrap_servers=bootstrap_server, idempotent=idempotent)
     return TopiclakeClient(url, timeout=timeout)
 
 

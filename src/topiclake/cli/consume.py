@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from topiclake.cli import _render
-from topiclake.cli._app import DEFAULT_URL, Encoding, Timeout, Url, app, client, parse_timestamp
+from topiclake.cli._app import (
+    DEFAULT_URL,
+    BootstrapServer,
+    Encoding,
+    Timeout,
+    Url,
+    app,
+    client,
+    parse_timestamp,
+)
 from topiclake.cli._group_consumer import GroupConsumer, GroupOptions
 from topiclake.errors import InvalidRequest, PartitionNotFound
 
@@ -243,6 +252,7 @@ def consume(
         typer.Option(help="Client id of the group member (--group).", envvar="TOPICLAKE_CONSUME_CLIENT_ID"),
     ] = "topiclake-cli",
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """Print the records of a topic to stdout, in offset order within each partition (like kcat -C).
@@ -276,7 +286,7 @@ def consume(
             max_messages=max_messages,
             max_records=max_records,
         )
-        _consume_group(options, _render.parse_format(fmt), as_json, encoding, url, timeout)
+        _consume_group(options, _render.parse_format(fmt), as_json, encoding, url, timeout, bootstrap_server)
         return
     if sum((from_beginning, offset is not None, timestamp is not None)) > 1:
         raise typer.BadParameter("give only one of --from-beginning, --offset and --timestamp")
@@ -290,7 +300,7 @@ def consume(
     count = 0
     halt = threading.Event()
     try:
-        with client(url, timeout) as tl:
+        with client(url, timeout, bootstrap_server) as tl:
             described = tl.describe_topic(topic)
             ends = {
                 o["partition"]: (o["beginning_offset"], o["end_offset"]) for o in described.get("offsets", [])
@@ -342,7 +352,13 @@ def consume(
 
 
 def _consume_group(
-    options: GroupOptions, parts: list[str], as_json: bool, encoding: Encoding, url: str, timeout: float
+    options: GroupOptions,
+    parts: list[str],
+    as_json: bool,
+    encoding: Encoding,
+    url: str,
+    timeout: float,
+    bootstrap_server: str | None,
 ) -> None:
     """``consume --group``: run a :class:`GroupConsumer` printing to stdout; SIGTERM ends it like Ctrl-C."""
     out = sys.stdout.buffer
@@ -364,7 +380,7 @@ def _consume_group(
     consumer: GroupConsumer | None = None
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        with client(url, timeout) as tl:
+        with client(url, timeout, bootstrap_server) as tl:
             tl.describe_topic(options.topic)  # an unknown topic is an error, not an empty subscription
             consumer = GroupConsumer(tl, options, emit)
             consumer.run()

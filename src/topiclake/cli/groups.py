@@ -6,7 +6,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from topiclake.cli._app import DEFAULT_URL, Timeout, Url, app, client, echo_json, parse_timestamp, table
+from topiclake.cli._app import (
+    DEFAULT_URL,
+    BootstrapServer,
+    Timeout,
+    Url,
+    app,
+    client,
+    echo_json,
+    parse_timestamp,
+    table,
+)
 from topiclake.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -40,9 +50,14 @@ def _offset_rows(group: str, rows: list[PartitionLag]) -> list[list[object]]:
 
 
 @groups_app.command("list")
-def groups_list(as_json: AsJson = False, url: Url = DEFAULT_URL, timeout: Timeout = 30.0) -> None:
+def groups_list(
+    as_json: AsJson = False,
+    url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
+    timeout: Timeout = 30.0,
+) -> None:
     """Every group with members or committed offsets: state, member count and assignor."""
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         groups = tl.list_groups()
     if as_json:
         echo_json(groups)
@@ -66,6 +81,7 @@ def groups_describe(
     topic: TopicFilter = None,
     as_json: AsJson = False,
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """Offsets, lag and owner of every partition of a group (kafka-consumer-groups --describe).
@@ -75,7 +91,7 @@ def groups_describe(
     """
     if members and state:
         raise InvalidRequest("give --members or --state, not both")
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         described = tl.describe_group(group)
         lag = tl.group_lag(group, topic) if not (members or state) else None
     if as_json:
@@ -121,10 +137,11 @@ def groups_lag(
     topic: TopicFilter = None,
     as_json: AsJson = False,
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """Lag per partition (end offset minus committed offset) and the total."""
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         lag = tl.group_lag(group, topic)
     if as_json:
         echo_json(lag)
@@ -178,6 +195,7 @@ def groups_reset(
     ] = False,
     as_json: AsJson = False,
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """Reset the committed offsets of a group (kafka-consumer-groups --reset-offsets).
@@ -205,7 +223,7 @@ def groups_reset(
         )
     to, value = chosen[0]
     topics, partitions = _scope(topic)
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         result = tl.reset_offsets(group, to, value, topics=topics, partitions=partitions, dry_run=not execute)
     if as_json:
         echo_json(result)
@@ -221,8 +239,13 @@ def groups_reset(
 
 
 @groups_app.command("delete")
-def groups_delete(group: Group, url: Url = DEFAULT_URL, timeout: Timeout = 30.0) -> None:
+def groups_delete(
+    group: Group,
+    url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
+    timeout: Timeout = 30.0,
+) -> None:
     """Delete a group and its committed offsets (refused while it has active members)."""
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         tl.delete_group(group)
     typer.echo(f"Deleted group {group}.")

@@ -11,7 +11,18 @@ import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from topiclake.cli._app import DEFAULT_URL, Acks, Encoding, Timeout, Url, app, client, pairs, unescape
+from topiclake.cli._app import (
+    DEFAULT_URL,
+    Acks,
+    BootstrapServer,
+    Encoding,
+    Timeout,
+    Url,
+    app,
+    client,
+    pairs,
+    unescape,
+)
 from topiclake.errors import InvalidRecord
 
 if TYPE_CHECKING:
@@ -105,7 +116,18 @@ def produce(
     batch_size: Annotated[
         int, typer.Option(help="Lines per request.", envvar="TOPICLAKE_PRODUCE_BATCH_SIZE", min=1)
     ] = 500,
+    idempotent: Annotated[
+        bool | None,
+        typer.Option(
+            "--idempotent/--no-idempotent",
+            help="Idempotent producer: retries after a dead broker or a lost answer never write a record "
+            "twice (needs --acks all). Default: on with --bootstrap-server and --acks all, off with --url.",
+            envvar="TOPICLAKE_PRODUCE_IDEMPOTENT",
+            show_default=False,
+        ),
+    ] = None,
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """Produce the lines of stdin as records, one per line (empty lines are skipped).
@@ -141,7 +163,9 @@ def produce(
                 warn(f"line {n}: {error['code']}: {error['message']}")
 
     with ExitStack() as stack:
-        tl = stack.enter_context(client(url, timeout))
+        if idempotent and not bootstrap_server:
+            bootstrap_server = url  # the one gateway as a cluster of one: same retries, same sequences
+        tl = stack.enter_context(client(url, timeout, bootstrap_server, idempotent=idempotent))
         batch: list[dict[str, object]] = []
         lines: list[int] = []
         try:

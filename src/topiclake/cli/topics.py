@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from topiclake.cli._app import DEFAULT_URL, Timeout, Url, app, client, echo_json, pairs
+from topiclake.cli._app import DEFAULT_URL, BootstrapServer, Timeout, Url, app, client, echo_json, pairs
 from topiclake.errors import InvalidRequest, TopicExists, TopicNotFound
 
 topics_app = typer.Typer(
@@ -30,18 +30,28 @@ def topics_create(
         list[str] | None,
         typer.Option(help="A topic config key=value (repeatable).", envvar="TOPICLAKE_TOPICS_CONFIG"),
     ] = None,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(
+            help="Brokers that may lead each partition (default: the cluster's).",
+            envvar="TOPICLAKE_TOPICS_REPLICATION_FACTOR",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
     if_not_exists: Annotated[
         bool,
         typer.Option(help="Succeed if the topic exists already.", envvar="TOPICLAKE_TOPICS_IF_NOT_EXISTS"),
     ] = False,
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """Create a topic (and its Delta table)."""
     configs = pairs(config, "--config")
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         try:
-            tl.create_topic(topic, partitions, configs)
+            tl.create_topic(topic, partitions, configs, replication_factor=replication_factor)
         except TopicExists:
             if not if_not_exists:
                 raise
@@ -56,10 +66,11 @@ def topics_list(
         bool, typer.Option("--json", help="Every topic as JSON.", envvar="TOPICLAKE_TOPICS_JSON")
     ] = False,
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """List topic names, one per line."""
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         topics = sorted(tl.list_topics(), key=lambda t: t["name"])
     if as_json:
         echo_json(topics)
@@ -75,10 +86,11 @@ def topics_describe(
         bool, typer.Option("--json", help="The topic(s) as JSON.", envvar="TOPICLAKE_TOPICS_JSON")
     ] = False,
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """Partitions, leaders, offsets and configs of a topic, as kafka-topics --describe prints them."""
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         names = [topic] if topic else sorted(t["name"] for t in tl.list_topics())
         described = [tl.describe_topic(name) for name in names]
         meta = tl.metadata()
@@ -124,13 +136,14 @@ def topics_alter(
         ),
     ] = None,
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """Grow the partitions of a topic and set or reset its configs."""
     configs = pairs(config, "--config")
     if partitions is None and not configs and not delete_config:
         raise InvalidRequest("nothing to alter: give --partitions, --config or --delete-config")
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         if configs or delete_config:
             tl.alter_topic_configs(topic, configs, delete_config or ())
         if partitions is not None:
@@ -145,10 +158,11 @@ def topics_delete(
         bool, typer.Option(help="Succeed if there is no such topic.", envvar="TOPICLAKE_TOPICS_IF_EXISTS")
     ] = False,
     url: Url = DEFAULT_URL,
+    bootstrap_server: BootstrapServer = None,
     timeout: Timeout = 30.0,
 ) -> None:
     """Delete a topic and its data."""
-    with client(url, timeout) as tl:
+    with client(url, timeout, bootstrap_server) as tl:
         try:
             tl.delete_topic(topic)
         except TopicNotFound:

@@ -26,6 +26,13 @@ class TopicCreate(BaseModel):
     name: str = Field(description="Kafka topic name: [a-zA-Z0-9._-], 1-249 characters.")
     partitions: int = Field(1, description="Number of partitions (can only grow later).")
     configs: dict[str, str | int] = Field(default_factory=dict, description="Kafka topic configs.")
+    replication_factor: int | None = Field(
+        None,
+        ge=1,
+        le=1_000,
+        description="Brokers that may lead each partition (default: the cluster's default replication "
+        "factor, capped at the live brokers). Same as the config replication.factor.",
+    )
 
 
 class ConfigChange(BaseModel):
@@ -113,7 +120,10 @@ def list_topics(broker: BrokerDep) -> dict[str, Any]:
 
 @router.post("/topics", status_code=201, summary="Create a topic (and its Delta table)")
 def create_topic(body: TopicCreate, broker: BrokerDep) -> dict[str, Any]:
-    info = broker.create_topic(body.name, body.partitions, body.configs)
+    configs = dict(body.configs)
+    if body.replication_factor is not None:
+        configs["replication.factor"] = body.replication_factor
+    info = broker.create_topic(body.name, body.partitions, configs)
     return topic_body(info, broker)
 
 
