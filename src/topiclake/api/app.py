@@ -72,6 +72,7 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
                 app.state.broker.join_cluster()
             except TopiclakeError as exc:
                 logger.error("%s: %s", type(exc).__name__, exc.message)
+                app.state.startup_error = exc
                 app.state.broker.close()
                 raise
         app.state.groups = app.state.broker.groups

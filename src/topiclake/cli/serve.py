@@ -86,7 +86,21 @@ def serve(
         settings.host,
         settings.port,
     )
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+    if settings.cluster:  # refuse a broker id a live broker holds before anything starts
+        from topiclake.platform import Storage
+        from topiclake.platform.cluster.membership import Membership
+
+        storage = Storage(settings.warehouse, settings.storage_options)
+        wait_s = 2.5 * settings.broker.heartbeat_interval_ms / 1000
+        Membership(storage, settings.broker.broker_id, settings.broker.session_timeout_ms).check_free(wait_s)
+    gateway = create_app(settings)
+    try:
+        uvicorn.run(gateway, host=settings.host, port=settings.port, log_level=settings.log_level)
+    except SystemExit:
+        error = getattr(gateway.state, "startup_error", None)
+        if error is not None:  # e.g. BrokerIdInUse: exit 1 with its message, like every other command
+            raise error from None
+        raise
 
 
 @app.command()

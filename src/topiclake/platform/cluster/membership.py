@@ -82,6 +82,12 @@ class Membership:
         Raises:
             BrokerIdInUse: Another live broker holds the id.
         """
+        self.check_free(wait_s)
+        self.beat(endpoint)
+        logger.info("broker %d registered in the cluster (incarnation %s)", self.broker_id, self.incarnation)
+
+    def check_free(self, wait_s: float) -> None:
+        """Raise BrokerIdInUse if a live broker heartbeats under this id (see :meth:`register`)."""
         doc = self._read(self._path)
         if doc is not None and doc.get("incarnation") != self.incarnation:
             age = time.time() - float(doc.get("time", 0))
@@ -103,8 +109,6 @@ class Membership:
                             "--broker-id",
                             broker_id=self.broker_id,
                         )
-        self.beat(endpoint)
-        logger.info("broker %d registered in the cluster (incarnation %s)", self.broker_id, self.incarnation)
 
     def beat(self, endpoint: BrokerEndpoint) -> None:
         """Write one heartbeat (raises StorageError if the warehouse cannot be reached)."""
