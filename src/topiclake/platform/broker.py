@@ -124,7 +124,13 @@ class Broker:
         if self.cluster is not None:
             return
         node = ClusterNode(
-            self.storage, self.config, self.catalog, self.cluster_id, self.endpoint, self._apply_leadership
+            self.storage,
+            self.config,
+            self.catalog,
+            self.cluster_id,
+            self.endpoint,
+            self._apply_leadership,
+            self._sync_catalog,
         )
         node.start()
         self.cluster = node
@@ -133,7 +139,29 @@ class Broker:
 
     def _apply_leadership(self, led: Leadership) -> None:
         for log in self.open_logs():
-            log.set_leadership(led.get(log.topic, {}))
+            mine = led.get(log.topic, {})
+            if mine and max(mine) >= log.info.partitions:  # grown by another broker: adopt first
+                self._sync_catalog()
+            log.set_leadership(mine)
+
+    def _sync_catalog(self) -> None:
+        """Adopt what other brokers changed in the catalog: close the logs of deleted (or deleted and
+        re-created) topics, grow and re-configure the others."""
+        self.catalog.refresh()
+        for log in self.open_logs():
+            try:
+                info = self.catalog.get(log.topic)
+            except TopicNotFound:
+                info = None
+            if info is None or info.topic_id != log.info.topic_id:
+                with self._lock:
+                    if self._logs.get(log.topic) is log:
+                        del self._logs[log.topic]
+                gone = TopicNotFound(f"topic {log.topic!r} was deleted", topic=log.topic)
+                log.close(abandon=gone)
+                logger.info("topic %s: deleted by another broker; its log is closed here", log.topic)
+            elif info != log.info:
+                log.ensure_partitions(info)
 
     def metadata(self) -> ClusterMetadata:
         """Brokers, controller and the leader of every partition, as this broker knows them.

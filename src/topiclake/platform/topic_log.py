@@ -906,13 +906,27 @@ class TopicLog:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def close(self, timeout_s: float = 30.0) -> None:
-        """Commit what is queued, stop the flusher, and refuse further appends."""
+    def close(self, timeout_s: float = 30.0, abandon: TopiclakeError | None = None) -> None:
+        """Commit what is queued, stop the flusher, and refuse further appends.
+
+        With ``abandon`` (the topic was deleted elsewhere), queued records fail with that error instead of
+        being committed into a table that is gone.
+        """
         with self._cond:
             if self._closed:
                 return
             self._closing = True
+            dropped = self._queue if abandon is not None else []
+            if dropped:
+                self._queue = []
+                self._queued_records = 0
+                self._queued_bytes = 0
             self._cond.notify_all()
+        if dropped:
+            self._budget.release(sum(pend.nbytes for pend in dropped))
+            for pend in dropped:
+                if not pend.handle.future.done():
+                    pend.handle.future.set_exception(abandon)
         self._flusher.join(timeout_s)
         for part in self._parts.values():
             with part.cond:

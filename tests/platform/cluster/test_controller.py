@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from topiclake.errors import BrokerIdInUse, InvalidReplicationFactor, NotLeader, StorageError
+from topiclake.errors import BrokerIdInUse, InvalidReplicationFactor, NotLeader, StorageError, TopicNotFound
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.cluster.state_table import StateTable
 
@@ -172,3 +172,30 @@ def test_a_deposed_leader_is_fenced_by_the_new_leaders_epoch(tmp_path: Path) -> 
     finally:
         a.close()
         b.close()
+
+
+def test_admin_changes_made_through_one_broker_reach_the_others(cluster: dict[int, Broker]) -> None:
+    cluster[1].create_topic("admin", partitions=2, configs={"replication.factor": 3})
+    until(lambda: all(len(b.metadata().partitions.get("admin", ())) == 2 for b in cluster.values()))
+    for b in cluster.values():
+        b.log("admin")  # every broker has the topic open
+    # grown through broker 1: every broker leads its share of the new partitions and can write them
+    cluster[1].increase_partitions("admin", 6)
+    until(lambda: all(len(b.metadata().partitions.get("admin", ())) == 6 for b in cluster.values()))
+    states = cluster[2].metadata().partitions["admin"]
+    for s in states[2:]:
+        until(lambda s=s: cluster[s.leader].log("admin").leads(s.partition))
+        assert cluster[s.leader].produce("admin", [Record(None, b"x")], partition=s.partition)[0].offset == 0
+    # configs changed through broker 2 apply on the others
+    cluster[2].alter_topic_configs("admin", {"max.message.bytes": 100})
+    until(lambda: all(b.log("admin").info.config.max_message_bytes == 100 for b in cluster.values()))
+    s0 = states[0]
+    (too_big,) = cluster[s0.leader].produce("admin", [Record(None, b"y" * 200)], partition=0)
+    assert too_big.error is not None and too_big.error.code == "record_too_large"
+    # deleted through broker 3: the others close their logs and answer TopicNotFound
+    cluster[3].delete_topic("admin")
+    until(lambda: all("admin" not in {lg.topic for lg in b.open_logs()} for b in cluster.values()))
+    for b in cluster.values():
+        with pytest.raises(TopicNotFound):
+            b.produce("admin", [Record(None, b"z")], partition=0)
+    until(lambda: all("admin" not in b.metadata().partitions for b in cluster.values()))

@@ -50,6 +50,8 @@ class ClusterNode:
         cluster_id: Reported in metadata.
         endpoint: Returns this broker's advertised listeners (read at every heartbeat).
         on_change: Called with the partitions this broker leads whenever that changes.
+        on_catalog: Called when the topic catalog moved (another broker created, grew, changed or
+            deleted a topic).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class ClusterNode:
         cluster_id: str,
         endpoint: Callable[[], BrokerEndpoint],
         on_change: Callable[[Leadership], None],
+        on_catalog: Callable[[], None] | None = None,
     ) -> None:
         self.broker_id = config.broker_id
         self._config = config
@@ -67,6 +70,8 @@ class ClusterNode:
         self._cluster_id = cluster_id
         self._endpoint = endpoint
         self._on_change = on_change
+        self._on_catalog = on_catalog
+        self._catalog_version = catalog.version
         self._members = Membership(storage, config.broker_id, config.session_timeout_ms)
         self._table = StateTable(storage)
         self._view = _View(EMPTY, {}, False)
@@ -171,6 +176,7 @@ class ClusterNode:
             self._next_beat = now + self._config.heartbeat_interval_ms / 1000
             try:
                 self._members.beat(self._endpoint())
+                self._watch_catalog()
             except StorageError as exc:
                 logger.warning("broker %d: %s", self.broker_id, exc.message)
         isolated = time.monotonic() - self._members.last_beat > self._members.session_timeout_s
@@ -190,6 +196,14 @@ class ClusterNode:
         if not isolated:
             state = self._control(state, live)
         self._publish(_View(state, live, isolated))
+
+    def _watch_catalog(self) -> None:
+        self._catalog.refresh()
+        version = self._catalog.version
+        if version != self._catalog_version:
+            self._catalog_version = version
+            if self._on_catalog is not None:
+                self._on_catalog()
 
     def _read_state(self) -> ClusterState:
         current = self._view.state
