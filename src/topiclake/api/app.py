@@ -12,6 +12,7 @@ import topiclake
 from topiclake.api import errors
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.deps import advertised
+from topiclake.api.fast_produce import FastProduce
 from topiclake.api.forwarding import ClusterRouting, HttpForwarder
 from topiclake.api.metrics import GatewayMetrics, RequestCounter
 from topiclake.api.routes import (
@@ -106,6 +107,7 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
     app.state.settings = settings
     app.state.metrics = metrics
     errors.install(app)
+    app.add_middleware(FastProduce)  # innermost: counted and routed like any request
     app.add_middleware(RequestCounter, metrics=metrics)
     app.add_middleware(ClusterRouting)
     for module in (

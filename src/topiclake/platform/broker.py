@@ -268,6 +268,11 @@ class Broker:
         with self._lock:
             return list(self._logs.values())
 
+    def open_log(self, name: str) -> TopicLog | None:
+        """The log of a topic if it is open already (never reads the table), else None."""
+        with self._lock:
+            return None if self._closed else self._logs.get(name)
+
     def log(self, name: str) -> TopicLog:
         """The open log of a topic, opened (and its state recovered from the table) on first use."""
         with self._lock:
@@ -545,6 +550,13 @@ class Broker:
                 size=size,
             )
         return None
+
+    def assign_partitions(
+        self, keys: list[bytes | None], explicit: list[int | None], partition: int | None, n_parts: int
+    ) -> list[int]:
+        """Each record's partition: ``partition`` if given, else its explicit one, else Kafka's for its key,
+        else round-robin."""
+        return self._targets(keys, explicit, partition, n_parts)
 
     def _targets(
         self, keys: list[bytes | None], explicit: list[int | None], partition: int | None, n_parts: int

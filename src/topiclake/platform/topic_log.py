@@ -51,6 +51,7 @@ from topiclake.platform.producer_state import (
     producer_app_id,
 )
 from topiclake.platform.records import Acks, FetchResult, ProducerInfo, now_ms, topic_rows
+from topiclake.platform.rows import LazyBatch, Rows, topic_table
 from topiclake.platform.storage import Storage
 from topiclake.platform.tail_cache import TailCache, bounded_concat
 from topiclake.schemas import PARTITION_COLUMNS, TOPIC_SCHEMA, TOPIC_TABLE_PROPERTIES
@@ -101,7 +102,7 @@ class AppendHandle:
 
     @property
     def parts(self) -> list[tuple[int, int, int]]:
-        return [(p.partition, p.base_offset, p.table.num_rows) for p in self.pending]
+        return [(p.partition, p.base_offset, p.count) for p in self.pending]
 
     def wait(self, timeout_s: float | None) -> None:
         """Block until committed; raise the commit's error if it failed."""
@@ -112,10 +113,12 @@ class AppendHandle:
 class _Pending:
     partition: int
     base_offset: int
-    table: pa.Table
+    table: pa.Table | None  # None until the flush builds it from ``lazy``
     nbytes: int
     handle: AppendHandle
+    count: int
     producer_txn: tuple[int, int] | None = None  # (producer id, txn version)
+    lazy: LazyBatch | None = None
 
 
 @dataclass(eq=False)
@@ -312,7 +315,7 @@ class TopicLog:
             dropped = [pend for pend in self._queue if pend.partition in lost]
             if dropped:
                 self._queue = [pend for pend in self._queue if pend.partition not in lost]
-                self._queued_records -= sum(pend.table.num_rows for pend in dropped)
+                self._queued_records -= sum(pend.count for pend in dropped)
                 self._queued_bytes -= sum(pend.nbytes for pend in dropped)
         if gained or lost:
             logger.info(
@@ -389,7 +392,7 @@ class TopicLog:
                 part.next_offset += n
                 part.segment_bytes += size
                 full = self._complete(table, p, base, part.segment_base, now, log_append, producer)
-                pending = _Pending(p, base, full, size, handle)
+                pending = _Pending(p, base, full, size, handle, n)
                 handle.pending.append(pending)
                 self._queue.append(pending)
             if producer is not None and handle.pending:
@@ -401,6 +404,69 @@ class TopicLog:
         if acks == "1" or acks == "0":
             logger.debug("topic %s: accepted %d records (acks=%s)", self.topic, count, acks)
         return handle
+
+    def append_rows(
+        self,
+        batches: Sequence[tuple[int, Rows]],
+        acks: Acks,
+        producer: ProducerInfo | None = None,
+    ) -> AppendHandle:
+        """:meth:`append` for records given as lists (:class:`~topiclake.platform.rows.Rows`): no Arrow
+        work here; the flush builds one table for every request it commits. Same guarantees and errors."""
+        sizes = [rows.nbytes() for _, rows in batches]
+        nbytes = sum(sizes)
+        count = sum(len(rows) for _, rows in batches)
+        with self._lock:
+            if self._closing:
+                raise BrokerClosed(f"topic {self.topic} is closing", topic=self.topic)
+            for p, _ in batches:
+                self._partition(p)
+                self._require_leader(p)
+            if producer is not None:
+                dup = self._producers.check(producer, count)
+                if dup is not None:
+                    return self._duplicate(dup)
+            self._budget.acquire(nbytes, topic=self.topic)
+            handle = AppendHandle()
+            now = now_ms()
+            log_append = self.info.config.message_timestamp_type == "LogAppendTime"
+            seq = producer.base_sequence if producer is not None else None
+            for (p, rows), size in zip(batches, sizes, strict=True):
+                part = self._parts[p]
+                n = len(rows)
+                base = part.next_offset
+                self._maybe_roll(part, now)
+                part.next_offset += n
+                part.segment_bytes += size
+                lazy = LazyBatch(rows, part.segment_base, now, log_append)
+                if producer is not None and seq is not None:
+                    lazy.producer_id, lazy.producer_epoch, lazy.base_sequence = (
+                        producer.producer_id,
+                        producer.epoch,
+                        seq,
+                    )
+                    seq += n
+                pending = _Pending(p, base, None, size, handle, n, lazy=lazy)
+                handle.pending.append(pending)
+                self._queue.append(pending)
+            if producer is not None and handle.pending:
+                version = self._producers.record(producer, count, handle)
+                handle.pending[-1].producer_txn = (producer.producer_id, version)
+            self._queued_records += count
+            self._queued_bytes += nbytes
+            self._cond.notify_all()
+        return handle
+
+    def _materialize(self, take: list[_Pending]) -> None:
+        """Build the tables of the lazily queued batches in ``take``: one Arrow table for all of them."""
+        lazy = [pend for pend in take if pend.table is None and pend.lazy is not None]
+        if not lazy:
+            return
+        table = topic_table(self.topic, [(p.partition, p.base_offset, p.lazy) for p in lazy if p.lazy])
+        start = 0
+        for pend in lazy:
+            pend.table = table.slice(start, pend.count)
+            start += pend.count
 
     def _duplicate(self, dup: Duplicate) -> AppendHandle:
         if isinstance(dup.original, AppendHandle):
@@ -512,8 +578,9 @@ class TopicLog:
         runs: dict[int, tuple[int, list[pa.Table]]] = {}
         for pend in take:  # one table per partition per commit for the tail (offsets are contiguous)
             base, tables = runs.setdefault(pend.partition, (pend.base_offset, []))
+            assert pend.table is not None  # built by _commit
             tables.append(pend.table)
-            ends[pend.partition] = pend.base_offset + pend.table.num_rows
+            ends[pend.partition] = pend.base_offset + pend.count
         for p, (base, tables) in runs.items():
             joined = tables[0] if len(tables) == 1 else pa.concat_tables(tables).combine_chunks()
             self._parts[p].tail.add(base, joined)
@@ -530,7 +597,7 @@ class TopicLog:
                 "topic %s: committed version %d with %d records in %.1f ms, ends %s",
                 self.topic,
                 self._dt.version(),
-                sum(p.table.num_rows for p in take),
+                sum(p.count for p in take),
                 elapsed_ms,
                 ends,
             )
@@ -542,6 +609,8 @@ class TopicLog:
         while True:
             with self._lock:
                 take = list(self._inflight)
+            # in-flight batches change only on this thread (commit, rebase), so no lock while building
+            self._materialize(take)
             lost = {pend.partition for pend in take if not self.leads(pend.partition)}
             if lost and attempt > 0:  # leadership went while we retried: stop writing those partitions
                 unknown = None
@@ -558,7 +627,7 @@ class TopicLog:
             ends: dict[int, int] = {}
             producers: dict[int, int] = {}
             for pend in take:
-                ends[pend.partition] = pend.base_offset + pend.table.num_rows
+                ends[pend.partition] = pend.base_offset + pend.count
                 if pend.producer_txn is not None:
                     producers[pend.producer_txn[0]] = pend.producer_txn[1]
             now = now_ms()
@@ -569,7 +638,7 @@ class TopicLog:
                 txns += [
                     Transaction(epoch_app_id(self.topic, p), led[p], now) for p in sorted(ends) if p in led
                 ]
-            data = pa.concat_tables([p.table for p in take])
+            data = pa.concat_tables([p.table for p in take if p.table is not None])
             self._yield_to_writers()
             base_version = self._dt.version()
             try:
@@ -703,9 +772,10 @@ class TopicLog:
                 for pend in [*self._inflight, *self._queue]:
                     if pend.partition != p:
                         continue
-                    n = pend.table.num_rows
-                    offsets = pa.arange(base, base + n).cast(pa.int64())
-                    pend.table = pend.table.set_column(4, "offset", offsets)
+                    n = pend.count
+                    if pend.table is not None:  # a lazy batch takes its offsets from base_offset
+                        offsets = pa.arange(base, base + n).cast(pa.int64())
+                        pend.table = pend.table.set_column(4, "offset", offsets)
                     pend.base_offset = base
                     base += n
                 part.next_offset = base
@@ -726,7 +796,7 @@ class TopicLog:
             self._inflight = [pend for pend in self._inflight if pend.partition not in partitions]
             queued = [pend for pend in self._queue if pend.partition in partitions]
             self._queue = [pend for pend in self._queue if pend.partition not in partitions]
-            self._queued_records -= sum(pend.table.num_rows for pend in queued)
+            self._queued_records -= sum(pend.count for pend in queued)
             self._queued_bytes -= sum(pend.nbytes for pend in queued)
         self._budget.release(sum(pend.nbytes for pend in queued))
         for pend in failed:

@@ -18,10 +18,10 @@ from topiclake.api import codec
 from topiclake.api.deps import BrokerDep, MetricsDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import DuplexStreamingResponse, negotiate, read_body, require_media
+from topiclake.api.produce_body import producer_from_json, result_bodies, rows_from_json
 from topiclake.errors import InvalidRecord, TopiclakeError
-from topiclake.platform import Broker, ProducerInfo, RecordResult
-from topiclake.platform.records import INPUT_SCHEMA, normalize_acks
-from topiclake.schemas import HEADERS_TYPE
+from topiclake.platform import Broker, ProducerInfo, produce_rows
+from topiclake.platform.records import normalize_acks
 
 router = APIRouter(prefix="/v1", tags=["records"])
 
@@ -40,69 +40,9 @@ _PRODUCE_EXAMPLE = {
 
 def _columns(objs: list[Any], encoding: str) -> tuple[pa.Table, list[int | None], dict[int, InvalidRecord]]:
     """Input columns for the records that can be encoded, their explicit partitions, and the errors of
-    those that cannot (by position in ``objs``). One pass, no per-record objects."""
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    headers: list[list[dict[str, Any]] | None] = []
-    stamps: list[int | None] = []
-    explicit: list[int | None] = []
-    errors: dict[int, InvalidRecord] = {}
-    as_json = encoding == "json"
-    header_encoding = "binary" if encoding == "binary" else "string"
-    dumps = orjson.dumps
-    for i, obj in enumerate(objs):
-        try:
-            if isinstance(obj, InvalidRecord):  # a stream line that was not JSON
-                raise obj
-            if not isinstance(obj, dict):
-                raise InvalidRecord(
-                    "each record must be a JSON object with key, value, headers, partition, timestamp"
-                )
-            k = obj.get("key")
-            v = obj.get("value")
-            if as_json:  # a string key is its UTF-8 text, as Kafka's StringSerializer writes it
-                key = None if k is None else k.encode() if type(k) is str else dumps(k)
-                value = None if v is None else dumps(v)
-            else:
-                key = codec.encode(k, encoding, "key")
-                value = codec.encode(v, encoding, "value")
-            h = obj.get("headers")
-            hdrs = None if h is None else codec.header_dicts(h, header_encoding)
-            partition = obj.get("partition")
-            if partition is not None and (type(partition) is not int):
-                raise InvalidRecord(f"partition must be an integer, not {partition!r}")
-            ts = obj.get("timestamp")
-            if ts is not None and type(ts) is not int:
-                raise InvalidRecord(f"timestamp must be an integer (ms since the epoch), not {ts!r}")
-        except InvalidRecord as exc:
-            errors[i] = exc
-            continue
-        keys.append(key)
-        values.append(value)
-        headers.append(hdrs)
-        stamps.append(ts)
-        explicit.append(partition)
-    table = pa.Table.from_arrays(
-        [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.array(headers, HEADERS_TYPE)
-            if any(h is not None for h in headers)
-            else pa.nulls(len(headers), HEADERS_TYPE),
-            pa.array(stamps, pa.int64()),
-        ],
-        schema=INPUT_SCHEMA,
-    )
-    return table, explicit, errors
-
-
-def _producer(obj: Any) -> ProducerInfo | None:
-    if obj is None:
-        return None
-    try:
-        return ProducerInfo(int(obj["id"]), int(obj.get("epoch", 0)), int(obj["sequence"]))
-    except (TypeError, KeyError, ValueError) as exc:
-        raise InvalidRecord('producer must be {"id": int, "epoch": int, "sequence": int}') from exc
+    those that cannot (by position in ``objs``)."""
+    rows, explicit, errors = rows_from_json(objs, encoding)
+    return rows.to_table(), explicit, errors
 
 
 def _produce_objects(
@@ -121,21 +61,7 @@ def _produce_objects(
         raise next(iter(errors.values()))
     nbytes = sum(table[c].nbytes for c in ("key", "value"))
     produced = broker.produce_table(topic, table, explicit, partition=partition, acks=acks, producer=producer)
-    if not errors:
-        return [_result_body(r) for r in produced], nbytes
-    results: list[dict[str, Any]] = []
-    done = iter(produced)
-    for i in range(len(objs)):
-        failed = errors.get(i)
-        results.append(_result_body(RecordResult(None, None, None, failed) if failed else next(done)))
-    return results, nbytes
-
-
-def _result_body(res: RecordResult) -> dict[str, Any]:
-    error = None
-    if res.error is not None:
-        error = {"code": res.error.code, "message": res.error.message}
-    return {"partition": res.partition, "offset": res.offset, "timestamp": res.timestamp_ms, "error": error}
+    return result_bodies(produced, errors, len(objs)), nbytes
 
 
 @router.post(
@@ -206,10 +132,21 @@ async def produce(
         raise HTTPError(422, 42206, 'body must be {"records": [...]}', "invalid_request")
     if not doc["records"]:
         raise HTTPError(422, 42206, "records must not be empty", "invalid_request")
-    producer = _producer(doc.get("producer"))
-    results, nbytes = await run_in_threadpool(
-        _produce_objects, broker, topic, doc["records"], encoding, partition, ack, producer
+    producer = producer_from_json(doc.get("producer"))
+    rows, explicit, errors = rows_from_json(doc["records"], encoding)
+    if errors and producer is not None:
+        raise next(iter(errors.values()))
+    pending = produce_rows.start(
+        broker, topic, rows, explicit, partition=partition, acks=ack, producer=producer
     )
+    if pending is None:  # the general path: may open the topic's table or forward to other brokers
+        results, nbytes = await run_in_threadpool(
+            _produce_objects, broker, topic, doc["records"], encoding, partition, ack, producer
+        )
+    else:  # on the event loop: queued, then (acks=all) awaited without a thread
+        await pending.committed()
+        results = result_bodies(pending.finish(), errors, len(doc["records"]))
+        nbytes = sum(len(k or b"") + len(v or b"") for k, v in zip(rows.keys, rows.values, strict=True))
     metrics.produced(topic, len(results), nbytes, "native", ack, started)
     return Response(orjson.dumps({"topic": topic, "results": results}), media_type=JSON)
 

@@ -1,0 +1,91 @@
+"""Native produce bodies: JSON records into columns, and per-record results back into JSON.
+
+Shared by the documented produce route (routes/native_records.py) and its fast path (fast_produce.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from topiclake.api import codec
+from topiclake.errors import InvalidRecord
+from topiclake.platform import ProducerInfo, RecordResult
+from topiclake.platform.rows import Rows
+
+
+def rows_from_json(objs: list[Any], encoding: str) -> tuple[Rows, list[int | None], dict[int, InvalidRecord]]:
+    """The records that can be encoded as column lists, their explicit partitions, and the errors of those
+    that cannot (by position in ``objs``). One pass, no per-record objects."""
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[list[dict[str, Any]] | None] = []
+    stamps: list[int | None] = []
+    explicit: list[int | None] = []
+    errors: dict[int, InvalidRecord] = {}
+    as_json = encoding == "json"
+    header_encoding = "binary" if encoding == "binary" else "string"
+    dumps = orjson.dumps
+    for i, obj in enumerate(objs):
+        try:
+            if isinstance(obj, InvalidRecord):  # a stream line that was not JSON
+                raise obj
+            if not isinstance(obj, dict):
+                raise InvalidRecord(
+                    "each record must be a JSON object with key, value, headers, partition, timestamp"
+                )
+            k = obj.get("key")
+            v = obj.get("value")
+            if as_json:  # a string key is its UTF-8 text, as Kafka's StringSerializer writes it
+                key = None if k is None else k.encode() if type(k) is str else dumps(k)
+                value = None if v is None else dumps(v)
+            else:
+                key = codec.encode(k, encoding, "key")
+                value = codec.encode(v, encoding, "value")
+            h = obj.get("headers")
+            hdrs = None if h is None else codec.header_dicts(h, header_encoding)
+            partition = obj.get("partition")
+            if partition is not None and (type(partition) is not int):
+                raise InvalidRecord(f"partition must be an integer, not {partition!r}")
+            ts = obj.get("timestamp")
+            if ts is not None and type(ts) is not int:
+                raise InvalidRecord(f"timestamp must be an integer (ms since the epoch), not {ts!r}")
+        except InvalidRecord as exc:
+            errors[i] = exc
+            continue
+        keys.append(key)
+        values.append(value)
+        headers.append(hdrs)
+        stamps.append(ts)
+        explicit.append(partition)
+    return Rows(keys, values, headers, stamps), explicit, errors
+
+
+def producer_from_json(obj: Any) -> ProducerInfo | None:
+    if obj is None:
+        return None
+    try:
+        return ProducerInfo(int(obj["id"]), int(obj.get("epoch", 0)), int(obj["sequence"]))
+    except (TypeError, KeyError, ValueError) as exc:
+        raise InvalidRecord('producer must be {"id": int, "epoch": int, "sequence": int}') from exc
+
+
+def result_bodies(
+    produced: list[RecordResult], errors: dict[int, InvalidRecord], n: int
+) -> list[dict[str, Any]]:
+    """Result bodies in request order: the produced ones, and the parse errors at their places."""
+    if not errors:
+        return [result_body(r) for r in produced]
+    done = iter(produced)
+    return [
+        result_body(RecordResult(None, None, None, errors[i]) if i in errors else next(done))
+        for i in range(n)
+    ]
+
+
+def result_body(res: RecordResult) -> dict[str, Any]:
+    error = None
+    if res.error is not None:
+        error = {"code": res.error.code, "message": res.error.message}
+    return {"partition": res.partition, "offset": res.offset, "timestamp": res.timestamp_ms, "error": error}

@@ -1,0 +1,138 @@
+"""Producing records given as lists, without blocking: the HTTP hot path.
+
+:func:`start` validates, partitions and queues a request's records on the partition logs in a few
+microseconds of plain Python, and returns a :class:`PendingProduce`; an ``async`` route awaits its commit
+(``acks=all``) on the event loop instead of parking a thread, then calls :meth:`PendingProduce.finish`.
+``start`` returns None when the request needs the general path: a topic not opened yet (opening reads the
+table), partitions another broker leads (forwarding), or an idempotent request spread over partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from topiclake.errors import PartitionNotFound, RequestTimedOut
+from topiclake.platform.records import ProducerInfo, RecordResult, normalize_acks
+from topiclake.platform.rows import Rows, check
+from topiclake.platform.topic_log import AppendHandle
+
+if TYPE_CHECKING:
+    from topiclake.platform.broker import Broker
+
+
+@dataclass
+class PendingProduce:
+    """A request whose records are queued: its results once committed (or at once for acks 0 and 1)."""
+
+    topic: str
+    acks: str
+    handle: AppendHandle | None
+    results: list[RecordResult | None]
+    ok: list[int]  # request rows that were queued, in order
+    targets: list[int]  # their partitions
+    batch_rows: list[list[int]]  # per queued batch, positions in ``ok``
+    stamps: list[int | None]  # per queued row: the CreateTime it was sent with
+    producer: ProducerInfo | None
+    timeout_s: float
+
+    async def committed(self) -> None:
+        """Wait (without a thread) until the records are committed; raise the commit's error if any."""
+        if self.handle is None or self.acks != "all":
+            return
+        waiter = asyncio.shield(asyncio.wrap_future(self.handle.future))  # a retry may share the handle
+        try:
+            await asyncio.wait_for(waiter, self.timeout_s)
+        except TimeoutError as exc:
+            raise RequestTimedOut(
+                f"commit to {self.topic} did not finish within {self.timeout_s:.1f} s; its outcome is "
+                "unknown: retry with the same producer sequence to be safe",
+                topic=self.topic,
+            ) from exc
+
+    def finish(self) -> list[RecordResult]:
+        """One result per request row, in order (after :meth:`committed` for ``acks=all``)."""
+        results = self.results
+        handle = self.handle
+        if handle is None:
+            return results  # type: ignore[return-value]
+        if self.acks == "0":
+            for slot, target in zip(self.ok, self.targets, strict=True):
+                results[slot] = RecordResult(target, None, None)
+        elif handle.by_sequence is not None and self.producer is not None:
+            for j, slot in enumerate(self.ok):
+                found = handle.by_sequence.get(self.producer.base_sequence + j)
+                if found is None:
+                    gone = RequestTimedOut("the original of this retried record is no longer in the log")
+                    results[slot] = RecordResult(self.targets[j], None, None, gone)
+                else:
+                    results[slot] = RecordResult(found[0], found[1], None)
+        else:
+            for (part, base, _count), rows in zip(handle.parts, self.batch_rows, strict=True):
+                for k, j in enumerate(rows):
+                    results[self.ok[j]] = RecordResult(part, base + k, self.stamps[j])
+        return results  # type: ignore[return-value]
+
+
+def start(
+    broker: Broker,
+    topic: str,
+    rows: Rows,
+    explicit: Sequence[int | None],
+    *,
+    partition: int | None = None,
+    acks: str | int = "all",
+    producer: ProducerInfo | None = None,
+    timeout_ms: int | None = None,
+) -> PendingProduce | None:
+    """Queue the records of one request (see the module docs); None when the general path must serve it.
+
+    Raises:
+        TopicNotFound, PartitionNotFound, Throttled, OutOfOrderSequence, InvalidProducerEpoch: nothing
+            was queued. With a producer, any record's error fails the whole request.
+    """
+    ack = normalize_acks(acks)
+    log = broker.open_log(topic)
+    if log is None:
+        return None
+    info = log.info
+    n_parts = info.partitions
+    if partition is not None and not 0 <= partition < n_parts:
+        raise PartitionNotFound(
+            f"topic {topic} has no partition {partition} (it has {n_parts})", topic=topic, partition=partition
+        )
+    n = len(rows)
+    errors = check(rows, explicit, topic, info.config.max_message_bytes, n_parts)
+    if errors and producer is not None:
+        raise next(iter(errors.values()))
+    results: list[RecordResult | None] = [None] * n
+    for i, error in errors.items():
+        results[i] = RecordResult(explicit[i] if explicit[i] is not None else partition, None, None, error)
+    ok = [i for i in range(n) if i not in errors] if errors else list(range(n))
+    timeout_s = (timeout_ms or broker.config.request_timeout_ms) / 1000
+    if not ok:
+        return PendingProduce(topic, ack, None, results, [], [], [], [], producer, timeout_s)
+    sub = rows.take(ok) if errors else rows
+    keys = sub.keys if partition is None else []
+    targets = broker.assign_partitions(keys, [explicit[i] for i in ok], partition, n_parts)
+    parts = set(targets)
+    if broker.router is not None and not all(log.leads(p) for p in parts):
+        return None  # another broker leads some of them: forwarding blocks
+    if producer is not None and len(parts) > 1:
+        return None  # sequences run over the request's rows; the general path keeps them with each row
+    by_part: dict[int, list[int]] = {}
+    for j, p in enumerate(targets):
+        by_part.setdefault(p, []).append(j)
+    if len(by_part) == 1:
+        (p,) = by_part
+        batches = [(p, sub)]
+    else:
+        batches = [(p, sub.take(js)) for p, js in by_part.items()]
+    handle = log.append_rows(batches, ack, producer)
+    log_append = info.config.message_timestamp_type == "LogAppendTime"
+    stamps: list[int | None] = [None] * len(ok) if log_append else sub.timestamps
+    return PendingProduce(
+        topic, ack, handle, results, ok, targets, list(by_part.values()), stamps, producer, timeout_s
+    )
