@@ -23,7 +23,9 @@ def test_serve_answers_health_readiness_and_openapi(tmp_path: Path) -> None:
     port = _free_port()
     warehouse = tmp_path / "wh"
     env = {**os.environ, "TOPICLAKE_BROKER__BROKER_ID": "7"}
+    registry_port = _free_port()  # never Confluent's 8081: tests run side by side
     cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse), "--port", str(port)]
+    cmd += ["--schema-registry-port", str(registry_port)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -44,6 +46,10 @@ def test_serve_answers_health_readiness_and_openapi(tmp_path: Path) -> None:
         assert "/healthz" in spec["paths"]
         assert httpx.get(f"{base}/docs").status_code == 200
         assert (warehouse / "_system" / "topics" / "_delta_log").is_dir()
+        # the schema registry listens on its own port from the same process, and is advertised
+        assert httpx.get(f"http://127.0.0.1:{registry_port}/subjects").json() == []
+        (meta,) = httpx.get(f"{base}/v1/metadata").json()["brokers"]
+        assert meta["listeners"]["schema_registry"] == f"127.0.0.1:{registry_port}"
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=20)

@@ -30,6 +30,14 @@ def serve(
     broker_id: Annotated[
         int | None, typer.Option(help="This broker's id (default 0).", envvar="TOPICLAKE_BROKER__BROKER_ID")
     ] = None,
+    schema_registry_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port of the schema registry (default 8081; 0 = off).",
+            envvar="TOPICLAKE_SCHEMA_REGISTRY_PORT",
+            show_default=False,
+        ),
+    ] = None,
     log_level: Annotated[
         str | None,
         typer.Option(help="debug, info, warning or error (default info).", envvar="TOPICLAKE_LOG_LEVEL"),
@@ -43,7 +51,13 @@ def serve(
 
     overrides: dict[str, object] = {
         k: v
-        for k, v in {"warehouse": warehouse, "host": host, "port": port, "log_level": log_level}.items()
+        for k, v in {
+            "warehouse": warehouse,
+            "host": host,
+            "port": port,
+            "log_level": log_level,
+            "schema_registry_port": schema_registry_port,
+        }.items()
         if v is not None
     }
     settings = GatewaySettings(**overrides)  # type: ignore[arg-type]
@@ -58,7 +72,14 @@ def serve(
         settings.host,
         settings.port,
     )
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+    if not settings.schema_registry_port:
+        uvicorn.run(
+            create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
+        )
+        return
+    from topiclake.cli._serve_registry import serve_with_registry
+
+    serve_with_registry(settings)
 
 
 @app.command()
