@@ -355,3 +355,9 @@ class RecordSchemaMismatch(InvalidRecord):
     """A record does not match its schema, or names a schema id that is not registered."""
 
     code = "record_schema_mismatch"
+
+
+class SchemaMissing(InvalidRequest):
+    """A schema-format produce has keys or values but names no schema for them."""
+
+    code = "schema_missing"

@@ -1,0 +1,105 @@
+"""REST Proxy v2 produce with ``application/vnd.kafka.{avro,jsonschema}.v2+json``: records are validated,
+stored in Confluent's wire format and read back by Confluent's deserializers; bad input writes nothing."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from conftest import Stack
+
+AVRO_V2 = "application/vnd.kafka.avro.v2+json"
+JSONSCHEMA_V2 = "application/vnd.kafka.jsonschema.v2+json"
+BINARY_V2 = "application/vnd.kafka.binary.v2+json"
+
+USER = {
+    "type": "record",
+    "name": "User",
+    "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}],
+}
+
+
+def _values(stack: Stack, topic: str) -> list[bytes | None]:
+    fetched = stack.broker.fetch(topic, 0, 0, max_records=100)
+    return fetched.records["value"].to_pylist()
+
+
+def _post(url: str, topic: str, ctype: str, body: object) -> httpx.Response:
+    return httpx.post(f"{url}/topics/{topic}", content=json.dumps(body), headers={"Content-Type": ctype})
+
+
+def test_avro_records_over_rest_v2_read_back_by_confluents_deserializer(stack: Stack) -> None:
+    stack.broker.create_topic("users")
+    records = [{"value": {"name": "ada", "age": 36}}, {"value": {"name": "bob", "age": "x"}}]
+    records.append({"value": {"name": "cy", "age": 7}})
+    r = _post(stack.gateway_url, "users", AVRO_V2, {"value_schema": json.dumps(USER), "records": records})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    sid = body["value_schema_id"]
+    assert sid == 1 and body["key_schema_id"] is None
+    ok, bad, ok2 = body["offsets"]
+    assert (ok["offset"], ok2["offset"]) == (0, 1) and ok["error_code"] is None
+    assert bad["error_code"] == 42203 and "records[1]" in bad["error"] and bad["offset"] is None
+
+    # by id, as a second request would
+    r = _post(stack.gateway_url, "users", AVRO_V2, {"value_schema_id": sid, "records": [records[0]]})
+    assert r.json()["offsets"][0]["offset"] == 2
+
+    client = SchemaRegistryClient({"url": stack.registry_url})
+    deserialize = AvroDeserializer(client)
+    ctx = SerializationContext("users", MessageField.VALUE)
+    values = _values(stack, "users")
+    assert all(v is not None and v[:5] == b"\x00\x00\x00\x00\x01" for v in values)  # magic 0, id 1
+    assert [deserialize(v, ctx) for v in values] == [
+        {"name": "ada", "age": 36},
+        {"name": "cy", "age": 7},
+        {"name": "ada", "age": 36},
+    ]
+
+
+def test_confluent_serialized_records_produced_as_binary_and_json_schema_over_rest(stack: Stack) -> None:
+    stack.broker.create_topic("events")
+    client = SchemaRegistryClient({"url": stack.registry_url})
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "tag": {"type": "string"}},
+        "required": ["id"],
+    }
+    serialize = JSONSerializer(json.dumps(schema), client)
+    ctx = SerializationContext("events", MessageField.VALUE)
+    framed = serialize({"id": 1, "tag": "a"}, ctx)
+    assert framed is not None
+    b64 = base64.b64encode(framed).decode()
+    r = _post(stack.gateway_url, "events", BINARY_V2, {"records": [{"value": b64}]})
+    assert r.status_code == 200
+    sid = client.get_latest_version("events-value").schema_id
+    records = [{"value": {"id": 2}}, {"value": {"tag": "no id"}}]
+    r = _post(stack.gateway_url, "events", JSONSCHEMA_V2, {"value_schema_id": sid, "records": records})
+    offsets = r.json()["offsets"]
+    assert offsets[0]["offset"] == 1 and offsets[1]["error_code"] == 42203
+    assert "'id' is a required property" in offsets[1]["error"]
+    deserialize = JSONDeserializer(None, schema_registry_client=client)
+    assert [deserialize(v, ctx) for v in _values(stack, "events")] == [{"id": 1, "tag": "a"}, {"id": 2}]
+
+
+def test_bad_schema_input_is_refused_and_writes_nothing(stack: Stack) -> None:
+    stack.broker.create_topic("t")
+    one = [{"value": {"name": "a", "age": 1}}]
+    url = stack.gateway_url
+    r = _post(url, "t", AVRO_V2, {"value_schema_id": 99, "records": one})
+    assert (r.status_code, r.json()["error_code"]) == (404, 40403)
+    r = _post(url, "t", AVRO_V2, {"value_schema": '{"type": "recrd"}', "records": one})
+    assert (r.status_code, r.json()["error_code"]) == (422, 42201)
+    assert _post(url, "t", AVRO_V2, {"value_schema": json.dumps(USER), "records": one}).status_code == 200
+    changed = {**USER, "fields": [{"name": "name", "type": "int"}, {"name": "age", "type": "int"}]}
+    r = _post(url, "t", AVRO_V2, {"value_schema": json.dumps(changed), "records": [{"value": {"name": 1}}]})
+    assert (r.status_code, r.json()["error_code"]) == (409, 409)
+    r = _post(url, "t", AVRO_V2, {"value_schema_id": 1, "records": [{"value": {"nope": True}}]})
+    assert r.status_code == 200 and r.json()["offsets"][0]["error_code"] == 42203
+    assert len(_values(stack, "t")) == 1  # only the one good record
+    assert httpx.get(f"{stack.registry_url}/subjects/t-value/versions").json() == [1]
