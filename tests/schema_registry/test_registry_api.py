@@ -9,7 +9,7 @@ import httpx
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
-from conftest import Stack
+from registry_stack import Stack
 
 from topiclake.platform import Storage
 from topiclake.schema_registry import SchemaRegistry

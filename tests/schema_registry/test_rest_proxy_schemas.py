@@ -11,7 +11,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from conftest import Stack
+from registry_stack import Stack
 
 AVRO_V2 = "application/vnd.kafka.avro.v2+json"
 JSONSCHEMA_V2 = "application/vnd.kafka.jsonschema.v2+json"
@@ -103,3 +103,27 @@ def test_bad_schema_input_is_refused_and_writes_nothing(stack: Stack) -> None:
     assert r.status_code == 200 and r.json()["offsets"][0]["error_code"] == 42203
     assert len(_values(stack, "t")) == 1  # only the one good record
     assert httpx.get(f"{stack.registry_url}/subjects/t-value/versions").json() == [1]
+
+
+def test_topic_requiring_schemas_refuses_records_without_a_registered_id(stack: Stack) -> None:
+    stack.broker.create_topic("strict", configs={"confluent.value.schema.validation": "true"})
+    assert stack.broker.describe_topic("strict").config.get("confluent.value.schema.validation") == "true"
+    sid = stack.registry.register("strict-value", json.dumps(USER))
+    good = stack.registry.parsed(sid)
+    framed = b"\x00" + sid.to_bytes(4, "big") + good.encode({"name": "a", "age": 1})  # type: ignore[attr-defined]
+    unknown = b"\x00" + (77).to_bytes(4, "big") + b"\x02a\x02"
+    values = [framed, b"plain bytes", unknown, None]
+    records = [{"value": base64.b64encode(v).decode() if v else None} for v in values]
+    r = _post(stack.gateway_url, "strict", BINARY_V2, {"records": records})
+    offsets = r.json()["offsets"]
+    assert [o["offset"] for o in offsets] == [0, None, None, 1]  # a null value (tombstone) needs no schema
+    assert "wire format" in offsets[1]["error"] and "schema id 77" in offsets[2]["error"]
+    assert _values(stack, "strict") == [framed, None]
+    # the REST Proxy's avro format frames records itself, so they pass
+    r = _post(
+        stack.gateway_url,
+        "strict",
+        AVRO_V2,
+        {"value_schema_id": sid, "records": [{"value": {"name": "b", "age": 2}}]},
+    )
+    assert r.json()["offsets"][0]["offset"] == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,7 +26,7 @@ from topiclake.api.routes import (
 )
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
-from topiclake.schema_registry import SchemaRegistry
+from topiclake.schema_registry import SchemaRegistry, serde
 from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def create_app(
         host, port = advertised(settings)
         app.state.broker.advertise(Endpoint("http", host, port))
         app.state.schema_registry = schema_registry or SchemaRegistry(app.state.broker.storage)
+        app.state.broker.schema_check = functools.partial(serde.check_records, app.state.schema_registry)
         if schema_registry is not None and settings.schema_registry_port:
             app.state.broker.advertise(Endpoint("schema_registry", host, settings.schema_registry_port))
         app.state.groups = app.state.broker.groups

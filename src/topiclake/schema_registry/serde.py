@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+import pyarrow as pa
+
 from topiclake.errors import InvalidRequest, RecordSchemaMismatch, SchemaNotFound
+from topiclake.platform.topic_config import TopicConfig
 from topiclake.schema_registry._avro import AvroSchema
 from topiclake.schema_registry._jsonschema import JsonSchema
 from topiclake.schema_registry.registry import SchemaRegistry
 from topiclake.schema_registry.wire import decode_wire, encode_wire, schema_id_of
 
-__all__ = ["EMBEDDED_FORMATS", "deserialize", "serialize", "subject_for", "valid_schema_id"]
+__all__ = [
+    "EMBEDDED_FORMATS",
+    "check_records",
+    "deserialize",
+    "serialize",
+    "subject_for",
+    "valid_schema_id",
+]
 
 #: REST Proxy embedded format -> schema type.
 EMBEDDED_FORMATS: Final = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
@@ -82,3 +92,31 @@ def valid_schema_id(registry: SchemaRegistry, data: bytes | None) -> str | None:
     except SchemaNotFound:
         return f"the record names schema id {sid}, which is not registered"
     return None
+
+
+def check_records(registry: SchemaRegistry, topic: str, config: TopicConfig, table: pa.Table) -> list[Any]:
+    """Confluent's broker-side schema validation: one :class:`RecordSchemaMismatch` or None per row.
+
+    A value (key) must be null or framed with a schema id that the registry knows when the topic has
+    ``confluent.value.schema.validation`` (``confluent.key.schema.validation``) set to ``true``.
+    """
+    errors: list[Any] = [None] * table.num_rows
+    sides = [
+        (side, table[side].to_pylist())
+        for side, flag in (
+            ("value", config.confluent_value_schema_validation),
+            ("key", config.confluent_key_schema_validation),
+        )
+        if flag == "true" and side in table.column_names
+    ]
+    for side, column in sides:
+        for i, data in enumerate(column):
+            if errors[i] is None:
+                why = valid_schema_id(registry, data)
+                if why is not None:
+                    errors[i] = RecordSchemaMismatch(
+                        f"topic {topic} requires a registered schema for its {side}s "
+                        f"(confluent.{side}.schema.validation=true): {why}",
+                        topic=topic,
+                    )
+    return errors
