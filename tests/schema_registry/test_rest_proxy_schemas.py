@@ -8,7 +8,7 @@ import json
 
 import httpx
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from registry_stack import Stack
@@ -127,3 +127,35 @@ def test_topic_requiring_schemas_refuses_records_without_a_registered_id(stack: 
         {"value_schema_id": sid, "records": [{"value": {"name": "b", "age": 2}}]},
     )
     assert r.json()["offsets"][0]["offset"] == 2
+
+
+def test_rest_v2_consumer_in_avro_format_reads_records_as_json(stack: Stack) -> None:
+    stack.broker.create_topic("reads")
+    client = SchemaRegistryClient({"url": stack.registry_url})
+    ctx = SerializationContext("reads", MessageField.VALUE)
+    framed = AvroSerializer(client, json.dumps(USER))({"name": "ada", "age": 36}, ctx)
+    assert framed is not None
+    _post(stack.gateway_url, "reads", BINARY_V2, {"records": [{"value": base64.b64encode(framed).decode()}]})
+    body = {"value_schema_id": 1, "records": [{"value": {"name": "bob", "age": 7}}, {"value": None}]}
+    assert _post(stack.gateway_url, "reads", AVRO_V2, body).status_code == 200
+
+    v2 = {"Content-Type": "application/vnd.kafka.v2+json"}
+    base = f"{stack.gateway_url}/consumers/g"
+    r = httpx.post(base, json={"name": "c", "format": "avro", "auto.offset.reset": "earliest"}, headers=v2)
+    assert r.status_code == 200, r.text
+    inst = f"{base}/instances/c"
+    assert httpx.post(f"{inst}/subscription", json={"topics": ["reads"]}, headers=v2).status_code == 204
+    got: list[dict[str, object]] = []
+    for _ in range(50):  # bounded: a few long-polls while the group forms
+        r = httpx.get(f"{inst}/records", params={"timeout": 500}, headers={"Accept": AVRO_V2}, timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"].startswith(AVRO_V2)
+        got += r.json()
+        if len(got) >= 3:
+            break
+    assert [(g["offset"], g["value"]) for g in got] == [
+        (0, {"name": "ada", "age": 36}),
+        (1, {"name": "bob", "age": 7}),
+        (2, None),
+    ]
+    httpx.delete(inst, headers=v2)

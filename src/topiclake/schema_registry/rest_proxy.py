@@ -8,6 +8,7 @@ Confluent's wire format.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,9 +17,9 @@ import orjson
 from topiclake.errors import InvalidRequest, RecordSchemaMismatch, SchemaMissing, TopiclakeError
 from topiclake.platform import Broker, Record, RecordResult
 from topiclake.schema_registry.registry import SchemaRegistry
-from topiclake.schema_registry.serde import EMBEDDED_FORMATS, serialize, subject_for
+from topiclake.schema_registry.serde import EMBEDDED_FORMATS, deserialize, serialize, subject_for
 
-__all__ = ["EMBEDDED_FORMATS", "SchemaProduce", "produce_v2"]
+__all__ = ["EMBEDDED_FORMATS", "SchemaProduce", "decoder", "produce_v2"]
 
 
 @dataclass
@@ -109,3 +110,14 @@ def _encode(registry: SchemaRegistry, schema_id: int | None, value: Any, side: s
             f"Request includes {side}s but does not include {side}_schema or {side}_schema_id"
         )
     return serialize(registry, schema_id, value)
+
+
+def decoder(registry: SchemaRegistry) -> Callable[[bytes | None, str], Any]:
+    """A ``decode(data, fmt)`` for REST Proxy reads in the avro and jsonschema formats: the JSON value of a
+    record in Confluent's wire format (raises :class:`RecordSchemaMismatch` for one that does not decode)."""
+
+    def decode(data: bytes | None, fmt: str) -> Any:
+        del fmt  # the schema id in the record says how to read it
+        return deserialize(registry, data)
+
+    return decode
