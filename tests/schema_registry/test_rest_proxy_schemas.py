@@ -159,3 +159,27 @@ def test_rest_v2_consumer_in_avro_format_reads_records_as_json(stack: Stack) -> 
         (2, None),
     ]
     httpx.delete(inst, headers=v2)
+
+
+def test_rest_v3_produce_with_schema_id_version_and_inline_schema(stack: Stack) -> None:
+    stack.broker.create_topic("v3t")
+    cluster = httpx.get(f"{stack.gateway_url}/v3/clusters").json()["data"][0]["cluster_id"]
+    url = f"{stack.gateway_url}/v3/clusters/{cluster}/topics/v3t/records:batch"
+    ada = {"name": "ada", "age": 36}
+    entries = [
+        {"id": "a", "value": {"type": "AVRO", "schema": json.dumps(USER), "data": ada}},
+        {"id": "b", "value": {"schema_id": 1, "data": {"name": "bob", "age": 7}}},
+        {"id": "c", "value": {"schema_version": 1, "subject_name_strategy": "TOPIC_NAME", "data": ada}},
+        {"id": "d", "value": {"type": "AVRO", "data": {"name": 5}}},  # latest version; does not match
+        {"id": "e", "value": {"schema_id": 42, "data": ada}},
+    ]
+    r = httpx.post(url, json={"entries": entries})
+    body = r.json()
+    assert [s["id"] for s in body["successes"]] == ["a", "b", "c"]
+    assert body["successes"][2]["value"]["schema_version"] == 1
+    assert body["successes"][0]["value"]["schema_id"] == 1
+    assert {f["id"]: f["error_code"] for f in body["failures"]} == {"d": 42206, "e": 40403}
+    client = SchemaRegistryClient({"url": stack.registry_url})
+    deserialize = AvroDeserializer(client)
+    ctx = SerializationContext("v3t", MessageField.VALUE)
+    assert [deserialize(v, ctx)["name"] for v in _values(stack, "v3t")] == ["ada", "bob", "ada"]

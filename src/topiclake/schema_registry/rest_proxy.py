@@ -19,7 +19,15 @@ from topiclake.platform import Broker, Record, RecordResult
 from topiclake.schema_registry.registry import SchemaRegistry
 from topiclake.schema_registry.serde import EMBEDDED_FORMATS, deserialize, serialize, subject_for
 
-__all__ = ["EMBEDDED_FORMATS", "SchemaProduce", "decoder", "produce_v2"]
+__all__ = [
+    "EMBEDDED_FORMATS",
+    "V3_SCHEMA_FIELDS",
+    "SchemaProduce",
+    "decoder",
+    "encode_v3",
+    "is_schema_data",
+    "produce_v2",
+]
 
 
 @dataclass
@@ -121,3 +129,64 @@ def decoder(registry: SchemaRegistry) -> Callable[[bytes | None, str], Any]:
         return deserialize(registry, data)
 
     return decode
+
+
+#: Fields of a v3 key or value that name a schema (Confluent's ``ProduceRequestData``).
+V3_SCHEMA_FIELDS = ("subject", "subject_name_strategy", "schema_id", "schema_version", "schema")
+_V3_TYPES = {"AVRO": "AVRO", "JSONSCHEMA": "JSON", "PROTOBUF": "PROTOBUF"}
+
+
+def is_schema_data(obj: Any) -> bool:
+    """Whether a v3 key or value (``{"type", "data", ...}``) is in a schema format."""
+    if not isinstance(obj, dict):
+        return False
+    kind = obj.get("type")
+    return (isinstance(kind, str) and kind.upper() in _V3_TYPES) or any(
+        obj.get(f) is not None for f in V3_SCHEMA_FIELDS
+    )
+
+
+def encode_v3(
+    registry: SchemaRegistry, topic: str, obj: dict[str, Any], is_key: bool
+) -> tuple[bytes | None, dict[str, Any]]:
+    """Serialize a v3 key or value with its schema: ``schema_id``; or ``schema`` (registered under the
+    subject); or ``schema_version`` (``latest`` when absent) of ``subject`` or the subject the
+    ``subject_name_strategy`` gives (TOPIC_NAME by default).
+
+    Returns:
+        The framed bytes, and what the delivery report says about them (type, schema id and version,
+        subject).
+
+    Raises:
+        InvalidRequest, SchemaNotFound, SubjectNotFound, SchemaVersionNotFound, InvalidSchema,
+        IncompatibleSchema, RecordSchemaMismatch.
+    """
+    kind = str(obj.get("type") or "").upper()
+    strategy = obj.get("subject_name_strategy") or "TOPIC_NAME"
+    subject = obj.get("subject")
+    if subject is None and obj.get("schema_id") is None:
+        if str(strategy).upper() != "TOPIC_NAME":
+            raise InvalidRequest(
+                f"subject_name_strategy {strategy!r} needs a 'subject' or a 'schema_id' here"
+            )
+        subject = subject_for(topic, is_key)
+    version: int | None = None
+    if obj.get("schema_id") is not None:
+        sid = obj["schema_id"]
+        if not isinstance(sid, int) or isinstance(sid, bool):
+            raise InvalidRequest("schema_id must be an integer")
+        registry.schema_by_id(sid)
+    elif obj.get("schema") is not None:
+        text = obj["schema"] if isinstance(obj["schema"], str) else orjson.dumps(obj["schema"]).decode()
+        sid = registry.register(str(subject), text, _V3_TYPES.get(kind, "AVRO"))
+    else:
+        found = registry.get_version(str(subject), obj.get("schema_version") or "latest")
+        sid, version = found.schema.schema_id, found.version
+    data = obj.get("data")
+    framed = None if data is None else serialize(registry, sid, data)
+    info: dict[str, Any] = {"type": kind or registry.schema_by_id(sid).schema_type, "schema_id": sid}
+    if version is not None:
+        info["schema_version"] = version
+    if subject is not None:
+        info["subject"] = subject
+    return framed, info
