@@ -200,7 +200,7 @@ class SchemaRegistry:
         parsed, refs = self.parse_new(schema, schema_type, references)
         for entry in reversed(entries):
             stored = state.schemas[entry.schema_id]
-            if stored.references == refs and self._same(stored, parsed):
+            if stored.references == refs and self._same(state, stored, parsed):
                 return RegisteredVersion(subject, entry.version, stored)
         raise SchemaNotFound("Schema not found", subject=subject)
 
@@ -231,7 +231,7 @@ class SchemaRegistry:
             live = sorted((v for v in versions.values() if not v.deleted), key=lambda v: v.version)
             for entry in live:
                 stored = state.schemas[entry.schema_id]
-                if stored.references == refs and self._same(stored, parsed):
+                if stored.references == refs and self._same(state, stored, parsed):
                     result["id"] = stored.schema_id
                     return []
             level = self._level(state, subject)
@@ -247,7 +247,9 @@ class SchemaRegistry:
                 (
                     s.schema_id
                     for s in state.schemas.values()
-                    if s.schema_type == parsed.schema_type and s.references == refs and self._same(s, parsed)
+                    if s.schema_type == parsed.schema_type
+                    and s.references == refs
+                    and self._same(state, s, parsed)
                 ),
                 state.next_id(),
             )
@@ -461,12 +463,13 @@ class SchemaRegistry:
             self._parsed[stored.schema_id] = hit
         return hit
 
-    def _same(self, stored: StoredSchema, parsed: ParsedSchema) -> bool:
+    def _same(self, state: RegistryState, stored: StoredSchema, parsed: ParsedSchema) -> bool:
+        """Whether ``stored`` is ``parsed`` (never refreshes: callers may be iterating ``state``)."""
         if stored.schema_type != parsed.schema_type:
             return False
         if stored.schema == parsed.text:
             return True
-        return self._parse_stored(self.store.state(), stored).canonical == parsed.canonical
+        return self._parse_stored(state, stored).canonical == parsed.canonical
 
     @staticmethod
     def _entries(state: RegistryState, subject: str, deleted: bool) -> list[VersionEntry]:

@@ -6,11 +6,13 @@ has not seen, checks that the table's ``txn`` version (app id ``topiclake/schema
 1), and commits them with the txn version moved to the new last ``seq``. Two brokers that compute a change on
 the same snapshot cannot both commit (Delta's conflict check on the txn): the loser re-reads and computes
 again, so schema ids are never handed out twice. Reads refresh the snapshot at most every
-``refresh_interval`` seconds, and always when asked for something the state does not hold.
+``refresh_interval`` seconds, and always when asked for something the state does not hold. A state object
+is never changed once handed out (a change builds a new one), so readers may iterate it without a lock.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -168,8 +170,10 @@ class SchemaStore:
                 except (DeltaError, OSError) as exc:
                     raise StorageError(f"cannot write {self._uri}: {exc}", uri=self._uri) from exc
                 self._storage.sync_commit(self._uri, dt.version())
+                after = copy.deepcopy(self._state)
                 for r in rows:
-                    self._state.apply(r)
+                    after.apply(r)
+                self._state = after
                 self._loaded_version = -1 if dt.version() != self._loaded_version + 1 else dt.version()
                 logger.info("schema registry commit: seq %d (%s)", last, ", ".join(r["kind"] for r in rows))
                 return self._state
@@ -219,12 +223,12 @@ class SchemaStore:
             table = dt.to_pyarrow_table()
         except (DeltaError, OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot read {self._uri}: {exc}", uri=self._uri) from exc
-        if full:
-            self._state = RegistryState()
+        state = RegistryState() if full else copy.deepcopy(self._state)
         rows = sorted(table.to_pylist(), key=lambda r: r["seq"])
         for r in rows:
-            if r["seq"] > self._state.seq:
-                self._state.apply(r)
+            if r["seq"] > state.seq:
+                state.apply(r)
+        self._state = state
         self._loaded_version = version
         logger.debug("schema registry loaded %s at version %d: seq %d", self._uri, version, self._state.seq)
 
