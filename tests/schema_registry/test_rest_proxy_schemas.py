@@ -183,3 +183,39 @@ def test_rest_v3_produce_with_schema_id_version_and_inline_schema(stack: Stack) 
     deserialize = AvroDeserializer(client)
     ctx = SerializationContext("v3t", MessageField.VALUE)
     assert [deserialize(v, ctx)["name"] for v in _values(stack, "v3t")] == ["ada", "bob", "ada"]
+
+
+ORDER_PROTO = 'syntax = "proto3";\npackage shop;\nmessage Order {\n  int64 id = 1;\n  string item = 2;\n}\n'
+
+
+def _order_class() -> type:
+    """shop.Order built by hand with the protobuf runtime, independent of topiclake's descriptor builder."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    f = descriptor_pb2.FileDescriptorProto(name="order.proto", package="shop", syntax="proto3")
+    m = f.message_type.add(name="Order")
+    t = descriptor_pb2.FieldDescriptorProto
+    m.field.add(name="id", number=1, type=t.TYPE_INT64, label=t.LABEL_OPTIONAL)
+    m.field.add(name="item", number=2, type=t.TYPE_STRING, label=t.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_records_over_rest_v2_read_back_by_confluents_deserializer(stack: Stack) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+
+    stack.broker.create_topic("orders")
+    records = [{"value": {"id": 7, "item": "tea"}}, {"value": {"id": "seven"}}]
+    body = {"value_schema": ORDER_PROTO, "records": records}
+    r = _post(stack.gateway_url, "orders", "application/vnd.kafka.protobuf.v2+json", body)
+    offsets = r.json()["offsets"]
+    assert offsets[0]["offset"] == 0 and offsets[1]["error_code"] == 42203
+    (value,) = _values(stack, "orders")
+    assert value is not None and value[:6] == b"\x00\x00\x00\x00\x01\x00"  # magic, id 1, message index [0]
+    deserialize = ProtobufDeserializer(_order_class(), {"use.deprecated.format": False})
+    order = deserialize(value, SerializationContext("orders", MessageField.VALUE))
+    assert (order.id, order.item) == (7, "tea")
+    assert (
+        httpx.get(f"{stack.registry_url}/subjects/orders-value/versions/1").json()["schemaType"] == "PROTOBUF"
+    )

@@ -17,7 +17,7 @@ from antlr4.error.ErrorListener import ErrorListener
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
-from topiclake.errors import InvalidSchema
+from topiclake.errors import InvalidSchema, RecordSchemaMismatch
 from topiclake.schema_registry.formats import ParsedSchema
 
 _WIRE_GROUPS = (
@@ -81,10 +81,33 @@ class ProtobufSchema(ParsedSchema):
 
     schema_type = "PROTOBUF"
 
-    def __init__(self, text: str, canonical: str, fields: _Fields, enums: set[str]) -> None:
+    def __init__(self, text: str, canonical: str, fields: _Fields, enums: set[str], tree: Any = None) -> None:
         super().__init__(text, canonical)
         self.fields = fields
         self.enums = enums
+        self._tree = tree
+        self._codec: Any = None
+
+    def codec(self) -> Any:
+        """The message classes of this file (built on first use; see ``_protobuf_codec``)."""
+        if self._codec is None:
+            from topiclake.schema_registry._protobuf_codec import ProtobufCodec
+
+            self._codec = ProtobufCodec(self._tree, "schema.proto")
+        return self._codec
+
+    def encode(self, value: Any) -> bytes:
+        """Message indexes and the serialized first message of the file, from its JSON form."""
+        try:
+            codec = self.codec()
+        except InvalidSchema as exc:
+            raise RecordSchemaMismatch(f"cannot serialize with this Protobuf schema: {exc.message}") from exc
+        data: bytes = codec.encode(value)
+        return data
+
+    def decode(self, payload: bytes) -> Any:
+        """The JSON form of a payload framed with message indexes."""
+        return self.codec().decode(payload)
 
     @classmethod
     def parse(cls, text: str, references: Sequence[tuple[str, str]]) -> ProtobufSchema:
@@ -108,7 +131,7 @@ class ProtobufSchema(ParsedSchema):
         if not fields:
             raise InvalidSchema("Invalid schema: a protobuf schema needs at least one message")
         canonical = re.sub(r"\s+", " ", re.sub(r"//[^\n]*", "", text)).strip()
-        return cls(text, canonical, fields, enums)
+        return cls(text, canonical, fields, enums, tree)
 
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         """See the module docstring for the rules."""

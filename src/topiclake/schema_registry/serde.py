@@ -1,8 +1,7 @@
 """Records in Confluent's wire format: serialize a JSON value with a registered schema, and back.
 
 Used by the REST Proxy's schema formats (``avro``, ``jsonschema``) and by the topic config
-``confluent.value.schema.validation``. Protobuf records need compiled descriptors, which topiclake does not
-build: Protobuf schemas can be registered and checked, not (yet) used to serialize over HTTP.
+``confluent.value.schema.validation``. Protobuf records are written as the schema file's first message.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from topiclake.errors import InvalidRequest, RecordSchemaMismatch, SchemaNotFoun
 from topiclake.platform.topic_config import TopicConfig
 from topiclake.schema_registry._avro import AvroSchema
 from topiclake.schema_registry._jsonschema import JsonSchema
+from topiclake.schema_registry._protobuf import ProtobufSchema
 from topiclake.schema_registry.registry import SchemaRegistry
 from topiclake.schema_registry.wire import decode_wire, encode_wire, schema_id_of
 
@@ -50,10 +50,10 @@ def serialize(registry: SchemaRegistry, schema_id: int, value: Any) -> bytes:
         RecordSchemaMismatch: the value does not match it.
     """
     parsed = registry.parsed(schema_id)
-    if isinstance(parsed, (AvroSchema, JsonSchema)):
+    if isinstance(parsed, (AvroSchema, JsonSchema, ProtobufSchema)):
         return encode_wire(schema_id, parsed.encode(value))
     raise RecordSchemaMismatch(
-        f"schema {schema_id} is {parsed.schema_type}: topiclake serializes AVRO and JSON records over HTTP"
+        f"schema {schema_id} is {parsed.schema_type}, which topiclake cannot serialize"
     )
 
 
@@ -73,7 +73,7 @@ def deserialize(registry: SchemaRegistry, data: bytes | None) -> Any:
     try:
         if isinstance(parsed, AvroSchema):
             return parsed.decode(payload)
-        if isinstance(parsed, JsonSchema):
+        if isinstance(parsed, (JsonSchema, ProtobufSchema)):
             return parsed.decode(payload)
     except Exception as exc:  # fastavro and json raise many kinds for a corrupt payload
         raise RecordSchemaMismatch(f"record does not decode with schema {sid}: {exc}") from exc

@@ -1,8 +1,8 @@
 """Confluent Kafka REST Proxy API v2: topics, partitions, offsets, brokers and produce.
 
 Shapes, status codes and error codes follow Confluent's kafka-rest (``/topics``, ``/brokers``); consumer
-instances live elsewhere. Produce accepts the ``json`` and ``binary`` embedded formats, and ``avro`` and
-``jsonschema`` through the schema registry (:mod:`topiclake.schema_registry.rest_proxy`).
+instances live elsewhere. Produce accepts the ``json`` and ``binary`` embedded formats, and ``avro``,
+``jsonschema`` and ``protobuf`` through the schema registry (:mod:`topiclake.schema_registry.rest_proxy`).
 Request-level errors answer ``{"error_code", "message"}``; per-record errors fill that record's
 ``error_code``/``error`` while the other records are written.
 """
@@ -169,7 +169,7 @@ def _embedded_format(request: Request) -> str:
     fmt = PRODUCE_FORMATS.get(mt)
     if fmt is not None:
         return fmt
-    if mt in _SCHEMA_FORMATS and _SCHEMA_FORMATS[mt] != "protobuf":
+    if mt in _SCHEMA_FORMATS:
         return _SCHEMA_FORMATS[mt]
     if mt in _SCHEMA_FORMATS:
         message = (

@@ -76,7 +76,7 @@ READ_FORMATS: dict[str, str] = {
     "application/vnd.kafka.protobuf.v2+json": "protobuf",
 }
 _MAX_BODY = 1024 * 1024
-_FORMAT_MEDIA = {fmt: mt for mt, fmt in READ_FORMATS.items() if fmt in ("avro", "jsonschema")}
+_FORMAT_MEDIA = {fmt: mt for mt, fmt in READ_FORMATS.items() if fmt in ("avro", "jsonschema", "protobuf")}
 
 Manager = Annotated[ConsumerInstanceManager, Depends(get_manager)]
 
@@ -217,12 +217,10 @@ def _instance_config(
     if not isinstance(fmt, str):
         raise _invalid_config(f"format must be a string, not {fmt!r}")
     fmt = fmt.lower()
-    if fmt == "protobuf":
+    if fmt not in ("json", "binary", "avro", "jsonschema", "protobuf"):
         raise _invalid_config(
-            "the protobuf format is not supported yet; use avro, jsonschema, json or binary"
+            f"format must be json, binary, avro, jsonschema or protobuf, not {doc.get('format')!r}"
         )
-    if fmt not in ("json", "binary", "avro", "jsonschema"):
-        raise _invalid_config(f"format must be json, binary, avro or jsonschema, not {doc.get('format')!r}")
     reset = doc.get("auto.offset.reset", "latest")
     reset = "latest" if reset is None else reset
     if not isinstance(reset, str) or reset.lower() not in ("earliest", "latest", "none"):
@@ -276,7 +274,7 @@ def _timestamp_ms(value: Any, where: str) -> int:
 def _records_body(batches: list[pa.Table], fmt: str, registry: Any = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     decode: Callable[[bytes | None, str], Any] = codec.decode
-    if fmt in ("avro", "jsonschema"):
+    if fmt in ("avro", "jsonschema", "protobuf"):
         decode = schema_reads.decoder(registry)
     for batch in batches:
         cols = batch.select(["topic", "partition", "offset", "key", "value", "headers"]).to_pydict()
