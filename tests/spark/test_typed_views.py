@@ -74,8 +74,15 @@ def urls(warehouse: str) -> Iterator[tuple[str, str]]:
         broker.close()
 
 
-def _binary(gateway: str, topic: str, framed: list[bytes | None]) -> None:
-    records = [{"value": base64.b64encode(f).decode() if f else None} for f in framed]
+def _b64(data: bytes | None) -> str | None:
+    return base64.b64encode(data).decode() if data else None
+
+
+def _binary(
+    gateway: str, topic: str, framed: list[bytes | None], keys: list[bytes | None] | None = None
+) -> None:
+    keys = keys or [None] * len(framed)
+    records = [{"key": _b64(k), "value": _b64(f)} for k, f in zip(keys, framed, strict=True)]
     r = httpx.post(
         f"{gateway}/topics/{topic}",
         json={"records": records},
@@ -103,9 +110,12 @@ def test_typed_views_decode_each_record_with_its_own_schema(
     assert r.json()["offsets"][0]["offset"] == 4
 
     events = SerializationContext("events", MessageField.VALUE)
+    event_keys = SerializationContext("events", MessageField.KEY)
     e1 = JSONSerializer(json.dumps(EVENT_V1), client)
     e2 = JSONSerializer(json.dumps(EVENT_V2), client)
-    _binary(gateway, "events", [e1({"id": 1}, events), e2({"id": 2, "tags": ["a", "b"]}, events)])
+    k = AvroSerializer(client, json.dumps({"type": "long"}))  # registers events-key
+    values = [e1({"id": 1}, events), e2({"id": 2, "tags": ["a", "b"]}, events)]
+    _binary(gateway, "events", values, [k(10, event_keys), k(20, event_keys)])
 
     result = register_tables(spark, warehouse)
     assert result.typed_views == {"users": "topiclake.users_typed", "events": "topiclake.events_typed"}
@@ -124,5 +134,6 @@ def test_typed_views_decode_each_record_with_its_own_schema(
     assert columns[:6] == ["partition", "offset", "timestamp", "timestampType", "headers", "key"]
     assert spark.sql("SELECT avg(age) FROM topiclake.users_typed WHERE email IS NULL").first()[0] == 15.0
 
-    rows = spark.sql("SELECT offset, id, tags FROM topiclake.events_typed ORDER BY offset").collect()
-    assert [tuple(r) for r in rows] == [(0, 1, None), (1, 2, ["a", "b"])]
+    rows = spark.sql("SELECT offset, key, id, tags FROM topiclake.events_typed ORDER BY offset").collect()
+    assert [tuple(r) for r in rows] == [(0, 10, 1, None), (1, 20, 2, ["a", "b"])]
+    assert "key_schema_id" in spark.table("topiclake.events_typed").columns

@@ -12,8 +12,10 @@ Confluent's wire format (magic byte 0, 4-byte schema id):
   newer records).
 - JSON: ``from_json`` with one struct built from the union of the versions' properties.
 
-A record without the wire format, or with a schema id of another subject, shows NULL fields. A field whose
-name is one of the view's own columns gets a ``value_`` prefix. Schemas that reference other schemas and
+When the key subject ``<topic>-key`` has AVRO or JSON versions too, ``key`` is decoded the same way (a
+struct for a record schema) and ``key_schema_id`` is added; otherwise ``key`` stays binary. A record
+without the wire format, or with a schema id of another subject, shows NULL fields. A field whose name is
+one of the view's own columns gets a ``value_`` prefix. Schemas that reference other schemas and
 PROTOBUF subjects get no view (see docs/schemas.md).
 """
 
@@ -40,8 +42,6 @@ logger = logging.getLogger(__name__)
 SUFFIX = "_typed"
 
 _BASE_COLUMNS = ("partition", "offset", "timestamp", "timestampType", "headers", "key")
-_SID = "CAST(conv(hex(substring(value, 2, 4)), 16, 10) AS INT)"
-_FRAMED = "(value IS NOT NULL AND length(value) >= 5 AND substring(value, 1, 1) = X'00')"
 
 
 @dataclass(frozen=True)
@@ -67,15 +67,17 @@ def subject_versions(state: RegistryState, subject: str) -> list[TypedVersion]:
 
 
 def _column(name: str) -> str:
-    return f"value_{name}" if name in _BASE_COLUMNS or name == "value_schema_id" else name
+    taken = name in _BASE_COLUMNS or name in ("key_schema_id", "value_schema_id")
+    return f"value_{name}" if taken else name
 
 
-def _avro_fields(spark: SparkSession, schema: str) -> list[tuple[str, str]]:
-    """``(field, Spark SQL type)`` of an Avro record schema, as ``from_avro`` decodes it."""
+def _avro_fields(spark: SparkSession, schema: str) -> list[tuple[str | None, str]]:
+    """``(field, Spark SQL type)`` of an Avro record schema, as ``from_avro`` decodes it (one field named
+    None for a schema that is not a record)."""
     row_type = spark.sql(f"SELECT from_avro(CAST(NULL AS BINARY), {literal(schema)}) AS r").schema["r"]
     data_type: Any = row_type.dataType
     if not hasattr(data_type, "fields"):
-        return [("value", data_type.simpleString())]
+        return [(None, data_type.simpleString())]
     return [(f.name, f.dataType.simpleString()) for f in data_type.fields]
 
 
@@ -100,65 +102,94 @@ def _json_type(schema: Any) -> str:
     return "STRING"
 
 
-def _union(per_version: Sequence[Sequence[tuple[str, str]]]) -> list[tuple[str, str]]:
+def _union(per_version: Sequence[Sequence[tuple[Any, Any]]]) -> list[tuple[Any, Any]]:
     """Fields of the newest version first (its types), then fields only older versions have."""
-    seen: dict[str, str] = {}
+    seen: dict[Any, Any] = {}
     for fields in reversed(per_version):
         for name, type_ in fields:
             seen.setdefault(name, type_)
     return list(seen.items())
 
 
-def typed_view_sql(spark: SparkSession, table: str, versions: Sequence[TypedVersion]) -> str | None:
-    """The ``SELECT`` of a typed view over ``table`` (a qualified table name), or None when the versions
-    cannot be typed (mixed or PROTOBUF schemas, or none)."""
+@dataclass(frozen=True)
+class _Side:
+    """How one column (``key`` or ``value``) is decoded: expressions of the two inner selects, and the
+    decoded fields (name None: the whole decoded value, for a schema that is not a record)."""
+
+    framing: str
+    decoding: list[str]
+    schema_id: str
+    fields: list[tuple[str | None, str]]
+
+
+def _side(spark: SparkSession, column: str, tag: str, versions: Sequence[TypedVersion]) -> _Side | None:
     types = {v.schema_type for v in versions}
-    base = ", ".join(ident(c) for c in _BASE_COLUMNS)
+    payload = f"substring({column}, 6)"
+    sid = f"_{tag}sid"
+    framed = (
+        f"CASE WHEN {column} IS NOT NULL AND length({column}) >= 5 AND substring({column}, 1, 1) = X'00' "
+        f"THEN CAST(conv(hex(substring({column}, 2, 4)), 16, 10) AS INT) END AS {sid}"
+    )
     if types == {"JSON"}:
-        props = [
-            list(json.loads(v.schema).get("properties", {}).items())
-            if isinstance(json.loads(v.schema), dict)
-            else []
-            for v in versions
-        ]
-        fields = [(name, _json_type(sub)) for name, sub in _union([[(k, s) for k, s in p] for p in props])]
+        docs = [json.loads(v.schema) for v in versions]
+        props = [list(d.get("properties", {}).items()) if isinstance(d, dict) else [] for d in docs]
+        fields = [(name, _json_type(sub)) for name, sub in _union(props)]
         if not fields:
             return None
         ddl = ", ".join(f"{ident(name)} {type_}" for name, type_ in fields)
         ids = ", ".join(str(v.schema_id) for v in versions)
-        decoded = (
-            f"CASE WHEN {_FRAMED} AND {_SID} IN ({ids}) THEN "
-            f"from_json(CAST(substring(value, 6) AS STRING), {literal(ddl)}) END"
-        )
-        columns = ", ".join(f"_r.{ident(name)} AS {ident(_column(name))}" for name, _ in fields)
-        return (
-            f"SELECT {base}, _sid AS value_schema_id, {columns}\n"
-            f"FROM (SELECT *, CASE WHEN {_FRAMED} THEN {_SID} END AS _sid, {decoded} AS _r FROM {table})"
-        )
+        parsed = f"from_json(CAST({payload} AS STRING), {literal(ddl)})"
+        decoding = [f"CASE WHEN {sid} IN ({ids}) THEN {parsed} END AS _{tag}r"]
+        return _Side(framed, decoding, sid, [(name, f"_{tag}r.{ident(name)}") for name, _ in fields])
     if types != {"AVRO"}:
         return None
     per_version = [_avro_fields(spark, v.schema) for v in versions]
-    fields = _union(per_version)
-    branches = []
-    for i, v in enumerate(versions):
-        branches.append(
-            f"CASE WHEN _sid = {v.schema_id} THEN from_avro(substring(value, 6), {literal(v.schema)}, "
-            f"map('mode', 'PERMISSIVE')) END AS _r{i}"
-        )
-    selected: list[str] = []
-    for name, type_ in fields:
+    decoding = [
+        f"CASE WHEN {sid} = {v.schema_id} THEN from_avro({payload}, {literal(v.schema)}, "
+        f"map('mode', 'PERMISSIVE')) END AS _{tag}r{i}"
+        for i, v in enumerate(versions)
+    ]
+    out: list[tuple[str | None, str]] = []
+    for name, type_ in _union(per_version):
         parts = [
-            f"CAST(_r{i}.{ident(name)} AS {type_})"
+            f"CAST(_{tag}r{i}{'' if name is None else '.' + ident(name)} AS {type_})"
             for i, own in enumerate(per_version)
             if any(n == name for n, _ in own)
         ]
-        expr = parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"
-        selected.append(f"{expr} AS {ident(_column(name))}")
-    framed = f"SELECT *, CASE WHEN {_FRAMED} THEN {_SID} END AS _sid FROM {table}"
-    return (
-        f"SELECT {base}, _sid AS value_schema_id, {', '.join(selected)}\n"
-        f"FROM (SELECT *, {', '.join(branches)} FROM ({framed}))"
-    )
+        out.append((name, parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"))
+    return _Side(framed, decoding, sid, out)
+
+
+def typed_view_sql(
+    spark: SparkSession,
+    table: str,
+    versions: Sequence[TypedVersion],
+    key_versions: Sequence[TypedVersion] = (),
+) -> str | None:
+    """The ``SELECT`` of a typed view over ``table`` (a qualified table name), or None when the value's
+    versions cannot be typed (mixed or PROTOBUF schemas, or none). A key with AVRO or JSON versions becomes
+    a typed ``key`` column (a struct for a record schema) and ``key_schema_id``; else ``key`` stays binary."""
+    value = _side(spark, "value", "v", versions)
+    if value is None:
+        return None
+    key = _side(spark, "key", "k", key_versions) if key_versions else None
+    sides = [s for s in (value, key) if s is not None]
+    columns = [ident(c) for c in _BASE_COLUMNS if c != "key"]
+    if key is None:
+        columns.append("`key`")
+    else:
+        if len(key.fields) == 1 and key.fields[0][0] is None:
+            columns.append(f"{key.fields[0][1]} AS `key`")
+        else:
+            pairs = ", ".join(f"{literal(str(n))}, {e}" for n, e in key.fields)
+            columns.append(f"named_struct({pairs}) AS `key`")
+        columns.append(f"{key.schema_id} AS key_schema_id")
+    columns.append(f"{value.schema_id} AS value_schema_id")
+    for name, expr in value.fields:
+        columns.append(f"{expr} AS {ident(_column(name or 'value'))}")
+    framing = ", ".join(s.framing for s in sides)
+    decoding = ", ".join(d for s in sides for d in s.decoding)
+    return f"SELECT {', '.join(columns)}\nFROM (SELECT *, {decoding} FROM (SELECT *, {framing} FROM {table}))"
 
 
 def _registry_state(spark: SparkSession, root: str) -> RegistryState | None:
@@ -199,7 +230,8 @@ def register_typed_views(
             skipped[topic] = f"{view} is the table of another topic"
             continue
         try:
-            select = typed_view_sql(spark, f"{db}.{ident(name)}", versions)
+            key_versions = subject_versions(state, f"{topic}-key")
+            select = typed_view_sql(spark, f"{db}.{ident(name)}", versions, key_versions)
             if select is None:
                 skipped[topic] = "its value schemas are not all AVRO or all JSON"
                 continue
