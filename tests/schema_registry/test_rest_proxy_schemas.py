@@ -219,3 +219,24 @@ def test_protobuf_records_over_rest_v2_read_back_by_confluents_deserializer(stac
     assert (
         httpx.get(f"{stack.registry_url}/subjects/orders-value/versions/1").json()["schemaType"] == "PROTOBUF"
     )
+
+
+def test_native_api_produce_with_schema_ids(stack: Stack) -> None:
+    stack.broker.create_topic("native")
+    sid = stack.registry.register("native-value", json.dumps(USER))
+    url = f"{stack.gateway_url}/v1/topics/native/records"
+    records = [{"key": "k1", "value": {"name": "ada", "age": 36}}, {"key": "k2", "value": {"age": 1}}]
+    r = httpx.post(url, json={"value_schema_id": sid, "records": records})
+    results = r.json()["results"]
+    assert results[0]["offset"] == 0 and results[0]["error"] is None
+    assert results[1]["error"]["code"] == "record_schema_mismatch"
+    fetched = stack.broker.fetch("native", 0, 0).records
+    assert fetched["key"].to_pylist() == [b"k1"]  # a key without a schema id keeps the plain encoding
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": stack.registry_url}))
+    value = fetched["value"].to_pylist()[0]
+    assert deserialize(value, SerializationContext("native", MessageField.VALUE)) == {
+        "name": "ada",
+        "age": 36,
+    }
+    r = httpx.post(url, json={"value_schema_id": 404, "records": records})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "schema_not_found"

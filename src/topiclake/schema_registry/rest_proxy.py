@@ -18,6 +18,7 @@ from topiclake.errors import InvalidRequest, RecordSchemaMismatch, SchemaMissing
 from topiclake.platform import Broker, Record, RecordResult
 from topiclake.schema_registry.registry import SchemaRegistry
 from topiclake.schema_registry.serde import EMBEDDED_FORMATS, deserialize, serialize, subject_for
+from topiclake.schema_registry.serde import serialize as serialize_one
 
 __all__ = [
     "EMBEDDED_FORMATS",
@@ -26,6 +27,7 @@ __all__ = [
     "decoder",
     "encode_v3",
     "is_schema_data",
+    "native_serializer",
     "produce_v2",
 ]
 
@@ -190,3 +192,35 @@ def encode_v3(
     if subject is not None:
         info["subject"] = subject
     return framed, info
+
+
+def native_serializer(
+    registry: SchemaRegistry, key_schema_id: Any, value_schema_id: Any
+) -> Callable[[Any, bool], bytes | None] | None:
+    """For the native API's JSON produce: ``serialize(data, is_key)`` framing keys and values with the
+    schema ids a body names (``key_schema_id``, ``value_schema_id``), or None when it names none. A side
+    without an id keeps the plain JSON encoding.
+
+    Raises:
+        InvalidRequest: an id is not an integer.
+        SchemaNotFound: an id is not registered.
+    """
+    ids: dict[bool, int | None] = {}
+    for is_key, raw in ((True, key_schema_id), (False, value_schema_id)):
+        if raw is not None and (not isinstance(raw, int) or isinstance(raw, bool)):
+            raise InvalidRequest(f"{'key' if is_key else 'value'}_schema_id must be an integer")
+        if raw is not None:
+            registry.schema_by_id(raw)
+        ids[is_key] = raw
+    if ids[True] is None and ids[False] is None:
+        return None
+
+    def serialize(data: Any, is_key: bool) -> bytes | None:
+        sid = ids[is_key]
+        if data is None:
+            return None
+        if sid is None:
+            return data.encode() if is_key and isinstance(data, str) else orjson.dumps(data)
+        return serialize_one(registry, sid, data)
+
+    return serialize

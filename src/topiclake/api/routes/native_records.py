@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -21,6 +21,7 @@ from topiclake.api.http import DuplexStreamingResponse, negotiate, read_body, re
 from topiclake.errors import InvalidRecord, TopiclakeError
 from topiclake.platform import Broker, ProducerInfo, RecordResult
 from topiclake.platform.records import INPUT_SCHEMA, normalize_acks
+from topiclake.schema_registry import rest_proxy as schema_rest
 from topiclake.schemas import HEADERS_TYPE
 
 router = APIRouter(prefix="/v1", tags=["records"])
@@ -38,9 +39,12 @@ _PRODUCE_EXAMPLE = {
 }
 
 
-def _columns(objs: list[Any], encoding: str) -> tuple[pa.Table, list[int | None], dict[int, InvalidRecord]]:
+def _columns(
+    objs: list[Any], encoding: str, serialize: Callable[[Any, bool], bytes | None] | None = None
+) -> tuple[pa.Table, list[int | None], dict[int, InvalidRecord]]:
     """Input columns for the records that can be encoded, their explicit partitions, and the errors of
-    those that cannot (by position in ``objs``). One pass, no per-record objects."""
+    those that cannot (by position in ``objs``). One pass, no per-record objects. ``serialize`` (keys
+    and values with registered schemas) replaces the encoding when given."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     headers: list[list[dict[str, Any]] | None] = []
@@ -60,7 +64,9 @@ def _columns(objs: list[Any], encoding: str) -> tuple[pa.Table, list[int | None]
                 )
             k = obj.get("key")
             v = obj.get("value")
-            if as_json:  # a string key is its UTF-8 text, as Kafka's StringSerializer writes it
+            if serialize is not None:
+                key, value = serialize(k, True), serialize(v, False)
+            elif as_json:  # a string key is its UTF-8 text, as Kafka's StringSerializer writes it
                 key = None if k is None else k.encode() if type(k) is str else dumps(k)
                 value = None if v is None else dumps(v)
             else:
@@ -113,10 +119,11 @@ def _produce_objects(
     partition: int | None,
     acks: str,
     producer: ProducerInfo | None,
+    serialize: Callable[[Any, bool], bytes | None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Encode and produce; a record that cannot be encoded gets its own error (all or nothing with a
     producer id). Returns the result objects in order and the bytes produced."""
-    table, explicit, errors = _columns(objs, encoding)
+    table, explicit, errors = _columns(objs, encoding, serialize)
     if errors and producer is not None:
         raise next(iter(errors.values()))
     nbytes = sum(table[c].nbytes for c in ("key", "value"))
@@ -207,8 +214,14 @@ async def produce(
     if not doc["records"]:
         raise HTTPError(422, 42206, "records must not be empty", "invalid_request")
     producer = _producer(doc.get("producer"))
+    serialize = await run_in_threadpool(  # records framed with registered schemas (docs/schemas.md)
+        schema_rest.native_serializer,
+        request.app.state.schema_registry,
+        doc.get("key_schema_id"),
+        doc.get("value_schema_id"),
+    )
     results, nbytes = await run_in_threadpool(
-        _produce_objects, broker, topic, doc["records"], encoding, partition, ack, producer
+        _produce_objects, broker, topic, doc["records"], encoding, partition, ack, producer, serialize
     )
     metrics.produced(topic, len(results), nbytes, "native", ack, started)
     return Response(orjson.dumps({"topic": topic, "results": results}), media_type=JSON)
