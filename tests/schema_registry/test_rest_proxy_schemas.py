@@ -240,3 +240,23 @@ def test_native_api_produce_with_schema_ids(stack: Stack) -> None:
     }
     r = httpx.post(url, json={"value_schema_id": 404, "records": records})
     assert r.status_code == 404 and r.json()["error"]["code"] == "schema_not_found"
+
+
+def test_confluents_protobuf_serializer_registers_and_round_trips(stack: Stack) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
+    stack.broker.create_topic("pb")
+    client = SchemaRegistryClient({"url": stack.registry_url})
+    order = _order_class()
+    ctx = SerializationContext("pb", MessageField.VALUE)
+    serialize = ProtobufSerializer(order, client, {"use.deprecated.format": False})
+    framed = serialize(order(id=5, item="cake"), ctx)  # registers a base64 FileDescriptorProto
+    assert framed is not None
+    _post(stack.gateway_url, "pb", BINARY_V2, {"records": [{"value": base64.b64encode(framed).decode()}]})
+    # the REST Proxy writes with the registered schema too, and Confluent's deserializer (which fetches the
+    # writer's schema with format=serialized) reads both
+    body = {"value_schema_id": 1, "records": [{"value": {"id": 6, "item": "pie"}}]}
+    assert _post(stack.gateway_url, "pb", "application/vnd.kafka.protobuf.v2+json", body).status_code == 200
+    deserialize = ProtobufDeserializer(order, {"use.deprecated.format": False}, client)
+    got = [deserialize(v, ctx) for v in _values(stack, "pb")]
+    assert [(m.id, m.item) for m in got] == [(5, "cake"), (6, "pie")]

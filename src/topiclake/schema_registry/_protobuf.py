@@ -9,6 +9,8 @@ without being in the writer. Field names, added and removed optional fields do n
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -68,6 +70,41 @@ def _fields(message: Any) -> dict[int, tuple[str, str]]:
     return out
 
 
+def _from_base64(text: str) -> Any:
+    """The ``FileDescriptorProto`` a base64 text holds, or None when it is not one."""
+    stripped = text.strip()
+    if not stripped or any(c in stripped for c in " ;{}\n"):
+        return None
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
+
+    try:
+        fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(stripped, validate=True))
+    except (binascii.Error, ValueError, DecodeError):
+        return None
+    return fdp if fdp.name and len(fdp.message_type) else None
+
+
+_TYPE_NAMES = {
+    1: "double",
+    2: "float",
+    3: "int64",
+    4: "uint64",
+    5: "int32",
+    6: "fixed64",
+    7: "fixed32",
+    8: "bool",
+    9: "string",
+    12: "bytes",
+    13: "uint32",
+    15: "sfixed32",
+    16: "sfixed64",
+    17: "sint32",
+    18: "sint64",
+}
+_LABELS = {2: "REQUIRED", 3: "REPEATED"}
+
+
 def _wire_compatible(a: str, b: str, enums: set[str]) -> bool:
     if a == b:
         return True
@@ -81,19 +118,30 @@ class ProtobufSchema(ParsedSchema):
 
     schema_type = "PROTOBUF"
 
-    def __init__(self, text: str, canonical: str, fields: _Fields, enums: set[str], tree: Any = None) -> None:
+    def __init__(
+        self, text: str, canonical: str, fields: _Fields, enums: set[str], tree: Any = None, fdp: Any = None
+    ) -> None:
         super().__init__(text, canonical)
         self.fields = fields
         self.enums = enums
         self._tree = tree
+        self._fdp = fdp
         self._codec: Any = None
+
+    def descriptor(self) -> Any:
+        """The file as a ``FileDescriptorProto`` (Confluent's ``format=serialized``)."""
+        if self._fdp is None:
+            from topiclake.schema_registry._protobuf_codec import file_descriptor
+
+            self._fdp = file_descriptor(self._tree, "schema.proto")
+        return self._fdp
 
     def codec(self) -> Any:
         """The message classes of this file (built on first use; see ``_protobuf_codec``)."""
         if self._codec is None:
             from topiclake.schema_registry._protobuf_codec import ProtobufCodec
 
-            self._codec = ProtobufCodec(self._tree, "schema.proto")
+            self._codec = ProtobufCodec(self.descriptor())
         return self._codec
 
     def encode(self, value: Any) -> bytes:
@@ -111,7 +159,11 @@ class ProtobufSchema(ParsedSchema):
 
     @classmethod
     def parse(cls, text: str, references: Sequence[tuple[str, str]]) -> ProtobufSchema:
-        """Parse ``text``; imported files must be among the references (by their import name)."""
+        """Parse ``text``: ``.proto`` source, or a base64 ``FileDescriptorProto`` (what Confluent's
+        serializers register); imported files must be among the references (by their import name)."""
+        fdp = _from_base64(text)
+        if fdp is not None:
+            return cls._from_descriptor(text, fdp)
         try:
             tree = Parser(setup_lexer=_strict, setup_parser=_strict).parse(text)
         except InvalidSchema:
@@ -132,6 +184,29 @@ class ProtobufSchema(ParsedSchema):
             raise InvalidSchema("Invalid schema: a protobuf schema needs at least one message")
         canonical = re.sub(r"\s+", " ", re.sub(r"//[^\n]*", "", text)).strip()
         return cls(text, canonical, fields, enums, tree)
+
+    @classmethod
+    def _from_descriptor(cls, text: str, fdp: Any) -> ProtobufSchema:
+        enums: set[str] = {e.name for e in fdp.enum_type}
+        fields: _Fields = {}
+
+        def walk(messages: Any, prefix: str) -> None:
+            for m in messages:
+                name = f"{prefix}{m.name}"
+                enums.update(e.name for e in m.enum_type)
+                fields[name] = {
+                    f.number: (
+                        f.type_name.lstrip(".") if f.type_name else _TYPE_NAMES.get(f.type, str(f.type)),
+                        _LABELS.get(f.label, ""),
+                    )
+                    for f in m.field
+                }
+                walk(m.nested_type, f"{name}.")
+
+        walk(fdp.message_type, f"{fdp.package}." if fdp.package else "")
+        if not fields:
+            raise InvalidSchema("Invalid schema: a protobuf schema needs at least one message")
+        return cls(text, text.strip(), fields, enums, fdp=fdp)
 
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         """See the module docstring for the rules."""

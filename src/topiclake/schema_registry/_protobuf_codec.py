@@ -135,28 +135,37 @@ def _enum(out: descriptor_pb2.EnumDescriptorProto, enum: Any) -> None:
             v.name, v.number = el.name, el.number
 
 
-class ProtobufCodec:
-    """The message classes of one ``.proto`` file.
+def file_descriptor(tree: Any, file_name: str) -> descriptor_pb2.FileDescriptorProto:
+    """A ``FileDescriptorProto`` from a parsed ``.proto`` file (``proto-schema-parser``'s AST).
 
     Raises:
-        InvalidSchema: the file uses types it does not define, or the runtime refuses it.
+        InvalidSchema: the file uses types it does not define.
+    """
+    fdp = descriptor_pb2.FileDescriptorProto(name=file_name, syntax=tree.syntax or "proto2")
+    package = next((el.name for el in tree.file_elements if isinstance(el, ast.Package)), "")
+    if package:
+        fdp.package = package
+    scope = f".{package}" if package else ""
+    kinds: dict[str, str] = {}
+    _collect(tree.file_elements, scope, kinds)
+    for el in tree.file_elements:
+        if isinstance(el, ast.Message):
+            _message(fdp.message_type.add(), el, scope, kinds)
+        elif isinstance(el, ast.Enum):
+            _enum(fdp.enum_type.add(), el)
+    return fdp
+
+
+class ProtobufCodec:
+    """The message classes of one file.
+
+    Raises:
+        InvalidSchema: the protobuf runtime refuses the descriptor (for example an unresolved import).
     """
 
-    def __init__(self, tree: Any, file_name: str) -> None:
-        fdp = descriptor_pb2.FileDescriptorProto(name=file_name, syntax=tree.syntax or "proto2")
-        package = next((el.name for el in tree.file_elements if isinstance(el, ast.Package)), "")
-        if package:
-            fdp.package = package
-        scope = f".{package}" if package else ""
-        kinds: dict[str, str] = {}
-        _collect(tree.file_elements, scope, kinds)
-        self._top: list[str] = []
-        for el in tree.file_elements:
-            if isinstance(el, ast.Message):
-                _message(fdp.message_type.add(), el, scope, kinds)
-                self._top.append(f"{package}.{el.name}" if package else el.name)
-            elif isinstance(el, ast.Enum):
-                _enum(fdp.enum_type.add(), el)
+    def __init__(self, fdp: descriptor_pb2.FileDescriptorProto) -> None:
+        prefix = f"{fdp.package}." if fdp.package else ""
+        self._top: list[str] = [f"{prefix}{m.name}" for m in fdp.message_type]
         pool = descriptor_pool.DescriptorPool()
         try:
             pool.Add(fdp)

@@ -6,6 +6,7 @@ Served on its own port (``--schema-registry-port``, 8081 by default) by ``topicl
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,6 +20,7 @@ import topiclake
 from topiclake import errors as e
 from topiclake.schema_registry.formats import SCHEMA_TYPES
 from topiclake.schema_registry.registry import SchemaRegistry
+from topiclake.schema_registry.store import StoredSchema
 
 logger = logging.getLogger(__name__)
 
@@ -81,10 +83,19 @@ def schema_types() -> Response:
     return _json(sorted(SCHEMA_TYPES))
 
 
+def _text(request: Request, stored: StoredSchema) -> str:
+    """The schema in the ``format`` asked for: ``serialized`` gives a Protobuf schema as a base64
+    ``FileDescriptorProto`` (what Confluent's Protobuf deserializers ask for)."""
+    if request.query_params.get("format") == "serialized" and stored.schema_type == "PROTOBUF":
+        parsed = _registry(request).parsed(stored.schema_id)
+        return base64.b64encode(parsed.descriptor().SerializeToString()).decode()  # type: ignore[attr-defined]
+    return stored.schema
+
+
 @router.get("/schemas/ids/{schema_id}")
 async def schema_by_id(schema_id: str, request: Request) -> Response:
     stored = await _call(_registry(request).schema_by_id, _schema_id(schema_id))
-    body: dict[str, Any] = {"schema": stored.schema}
+    body: dict[str, Any] = {"schema": await _call(_text, request, stored)}
     if stored.schema_type != "AVRO":
         body["schemaType"] = stored.schema_type
     if stored.references:
@@ -141,7 +152,7 @@ async def register(subject: str, request: Request) -> Response:
 @router.get("/subjects/{subject}/versions/{version}")
 async def get_version(subject: str, version: str, request: Request) -> Response:
     found = await _call(_registry(request).get_version, subject, version, _flag(request, "deleted"))
-    return _json(found.to_json())
+    return _json({**found.to_json(), "schema": await _call(_text, request, found.schema)})
 
 
 @router.get("/subjects/{subject}/versions/{version}/schema")
