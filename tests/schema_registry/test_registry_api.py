@@ -134,6 +134,12 @@ def test_levels_config_mode_and_deletes(stack: Stack, registry_http: httpx.Clien
     r = registry_http.post("/subjects/f/versions", json={"schema": json.dumps(USER_V2)})
     assert (r.status_code, r.json()["error_code"]) == (422, 42205)
     assert registry_http.get("/schemas/types").json() == ["AVRO", "JSON", "PROTOBUF"]
+    assert [(x["subject"], x["version"]) for x in registry_http.get("/schemas").json()] == [
+        ("f", 1),
+        ("f", 2),
+    ]
+    r = registry_http.get("/no/such/resource")
+    assert (r.status_code, r.json()["error_code"]) == (404, 404)
 
 
 def test_json_and_protobuf_schemas_and_references(registry_http: httpx.Client) -> None:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import orjson
 from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 import topiclake
@@ -76,6 +77,28 @@ def _schema_id(raw: str) -> int:
 @router.get("/")
 def root() -> Response:
     return _json({})
+
+
+@router.get("/contexts")
+def contexts() -> Response:
+    return _json(["."])  # one (the default) context
+
+
+@router.get("/schemas")
+async def list_schemas(request: Request) -> Response:
+    registry = _registry(request)
+    prefix = request.query_params.get("subjectPrefix", "")
+    latest_only = _flag(request, "latestOnly")
+
+    def collect() -> list[dict[str, Any]]:
+        out = []
+        for subject in registry.subjects(prefix=prefix):
+            versions = registry.versions(subject)
+            for v in versions[-1:] if latest_only else versions:
+                out.append(registry.get_version(subject, v).to_json())
+        return out
+
+    return _json(await _call(collect))
 
 
 @router.get("/schemas/types")
@@ -305,11 +328,16 @@ def _install_errors(app: FastAPI) -> None:
             logger.warning("schema registry %s %s: %s", request.method, request.url.path, exc.message)
         return _error(status, code, exc.message)
 
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        return _error(exc.status_code, exc.status_code, f"HTTP {exc.status_code} {exc.detail}")
+
     async def on_unknown(request: Request, exc: Exception) -> Response:
         logger.exception("schema registry %s %s failed", request.method, request.url.path)
         return _error(500, 50001, "Error in the backend data store")
 
     app.add_exception_handler(e.TopiclakeError, on_registry_error)
+    app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_unknown)
 
 
