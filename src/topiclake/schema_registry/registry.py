@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -18,9 +17,7 @@ from topiclake.errors import (
     IncompatibleSchema,
     InvalidMode,
     InvalidSchema,
-    InvalidSchemaVersion,
     OperationNotPermitted,
-    ReferenceExists,
     SchemaNotFound,
     SchemaVersionNotFound,
     SchemaVersionNotSoftDeleted,
@@ -31,9 +28,9 @@ from topiclake.errors import (
     SubjectSoftDeleted,
 )
 from topiclake.platform.storage import Storage
-from topiclake.schema_registry import compatibility
+from topiclake.schema_registry import _rules, compatibility
 from topiclake.schema_registry.formats import SCHEMA_TYPES, ParsedSchema, Reference, parse
-from topiclake.schema_registry.store import RegistryState, SchemaStore, StoredSchema, VersionEntry, row
+from topiclake.schema_registry.store import RegistryState, SchemaStore, StoredSchema, row
 
 logger = logging.getLogger(__name__)
 
@@ -65,19 +62,6 @@ class RegisteredVersion:
         return body
 
 
-def parse_version(raw: str | int) -> int | None:
-    """A version from a path: an integer from 1, or ``latest``/``-1`` (returned as None)."""
-    text = str(raw)
-    if text in ("latest", "-1"):
-        return None
-    if text.isascii() and text.isdigit() and 0 < len(text) < 10 and int(text) > 0:
-        return int(text)
-    raise InvalidSchemaVersion(
-        f"The specified version '{text[:20]}' is not a valid version id. Allowed values are between "
-        '[1, 2^31-1] and the string "latest"'
-    )
-
-
 class SchemaRegistry:
     """The registry over one warehouse; every broker may hold one, and they agree through the table.
 
@@ -105,9 +89,9 @@ class SchemaRegistry:
         stype = "AVRO" if schema_type in (None, "") else str(schema_type).upper()
         if stype not in SCHEMA_TYPES:
             raise InvalidSchema(f"Invalid schema type {schema_type!r}: use one of {', '.join(SCHEMA_TYPES)}")
-        refs = self._references(references)
+        refs = _rules.references(references)
         state = self.store.state()
-        resolved = self._resolve(state, refs, set())
+        resolved = _rules.resolve(state, refs, set())
         return parse(stype, schema, resolved), refs
 
     def schema_by_id(self, schema_id: int) -> StoredSchema:
@@ -126,7 +110,7 @@ class SchemaRegistry:
             return hit
         stored = self.schema_by_id(schema_id)
         state = self.store.state()
-        result = parse(stored.schema_type, stored.schema, self._resolve(state, stored.references, set()))
+        result = parse(stored.schema_type, stored.schema, _rules.resolve(state, stored.references, set()))
         self._parsed[schema_id] = result
         return result
 
@@ -158,7 +142,7 @@ class SchemaRegistry:
         Raises:
             SubjectNotFound: it has no live version (no version at all with ``deleted``).
         """
-        entries = self._entries(self.store.state(), subject, deleted)
+        entries = _rules.entries(self.store.state(), subject, deleted)
         return [v.version for v in entries]
 
     def get_version(self, subject: str, version: str | int, deleted: bool = False) -> RegisteredVersion:
@@ -167,9 +151,9 @@ class SchemaRegistry:
         Raises:
             SubjectNotFound, SchemaVersionNotFound, InvalidSchemaVersion.
         """
-        wanted = parse_version(version)
+        wanted = _rules.parse_version(version)
         state = self.store.state()
-        entries = self._entries(state, subject, deleted)
+        entries = _rules.entries(state, subject, deleted)
         if wanted is None:
             live = [v for v in entries if not v.deleted]
             if not live:
@@ -196,7 +180,7 @@ class SchemaRegistry:
             SubjectNotFound, SchemaNotFound, InvalidSchema.
         """
         state = self.store.state(fresh=True)
-        entries = self._entries(state, subject, deleted)
+        entries = _rules.entries(state, subject, deleted)
         parsed, refs = self.parse_new(schema, schema_type, references)
         for entry in reversed(entries):
             stored = state.schemas[entry.schema_id]
@@ -225,7 +209,7 @@ class SchemaRegistry:
 
         def compute(state: RegistryState) -> list[dict[str, Any]]:
             result.clear()
-            if self._mode(state, subject) == "READONLY":
+            if _rules.mode(state, subject) == "READONLY":
                 raise OperationNotPermitted(f"Subject {subject} is in read-only mode", subject=subject)
             versions = state.subjects.get(subject, {})
             live = sorted((v for v in versions.values() if not v.deleted), key=lambda v: v.version)
@@ -234,7 +218,7 @@ class SchemaRegistry:
                 if stored.references == refs and self._same(state, stored, parsed):
                     result["id"] = stored.schema_id
                     return []
-            level = self._level(state, subject)
+            level = _rules.level(state, subject)
             earlier = [(v.version, self._parse_stored(state, state.schemas[v.schema_id])) for v in live]
             reasons = compatibility.check(level, parsed, earlier)
             if reasons:
@@ -283,7 +267,7 @@ class SchemaRegistry:
         the level asks for); empty when it is."""
         parsed, _refs = self.parse_new(schema, schema_type, references)
         state = self.store.state(fresh=True)
-        level = self._level(state, subject)
+        level = _rules.level(state, subject)
         if version is None:
             live = [v for v in state.subjects.get(subject, {}).values() if not v.deleted]
             earlier = [(v.version, self._parse_stored(state, state.schemas[v.schema_id])) for v in live]
@@ -295,12 +279,12 @@ class SchemaRegistry:
 
     def delete_version(self, subject: str, version: str | int, permanent: bool = False) -> int:
         """Soft-delete a version, or delete a soft-deleted one permanently; returns its number."""
-        wanted = parse_version(version)
+        wanted = _rules.parse_version(version)
         result: dict[str, int] = {}
 
         def compute(state: RegistryState) -> list[dict[str, Any]]:
             self._writable(state, subject)
-            entries = self._entries(state, subject, deleted=True)
+            entries = _rules.entries(state, subject, deleted=True)
             if wanted is None:
                 live = [v for v in entries if not v.deleted]
                 if not live:
@@ -313,7 +297,7 @@ class SchemaRegistry:
                         f"Version {wanted} not found.", subject=subject, version=wanted
                     )
                 entry = found
-            self._not_referenced(state, subject, entry)
+            _rules.not_referenced(state, subject, entry)
             result["version"] = entry.version
             if permanent:
                 if not entry.deleted:
@@ -341,10 +325,10 @@ class SchemaRegistry:
         def compute(state: RegistryState) -> list[dict[str, Any]]:
             result.clear()
             self._writable(state, subject)
-            entries = self._entries(state, subject, deleted=True)
+            entries = _rules.entries(state, subject, deleted=True)
             live = [v for v in entries if not v.deleted]
             for entry in entries:
-                self._not_referenced(state, subject, entry)
+                _rules.not_referenced(state, subject, entry)
             result.extend(v.version for v in entries if permanent or not v.deleted)
             if permanent:
                 if live:
@@ -403,7 +387,7 @@ class SchemaRegistry:
 
     def get_mode(self, subject: str | None = None) -> str:
         """The mode of a subject (else the global one), READWRITE by default."""
-        return self._mode(self.store.state(), subject)
+        return _rules.mode(self.store.state(), subject)
 
     def set_mode(self, subject: str | None, mode: object) -> str:
         """Set the mode of a subject (or the global one); returns it."""
@@ -415,51 +399,10 @@ class SchemaRegistry:
 
     # ------------------------------------------------------------------ helpers
 
-    @staticmethod
-    def _references(raw: object) -> tuple[Reference, ...]:
-        if raw in (None, []):
-            return ()
-        if not isinstance(raw, list):
-            raise InvalidSchema("Invalid schema: 'references' must be a list of {name, subject, version}")
-        out: list[Reference] = []
-        for r in raw:
-            if not (
-                isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("subject"), str)
-            ):
-                raise InvalidSchema("Invalid schema: each reference needs a name, a subject and a version")
-            version = r.get("version", -1)
-            if not isinstance(version, int) or isinstance(version, bool):
-                raise InvalidSchema(f"Invalid schema: reference {r['name']!r} has a bad version")
-            out.append(Reference(r["name"], r["subject"], version))
-        return tuple(out)
-
-    def _resolve(
-        self, state: RegistryState, refs: Sequence[Reference], seen: set[tuple[str, int]]
-    ) -> list[tuple[str, str]]:
-        """``(name, text)`` of every referenced schema, transitively, dependencies first."""
-        out: list[tuple[str, str]] = []
-        for ref in refs:
-            versions = state.subjects.get(ref.subject, {})
-            live = sorted(v.version for v in versions.values() if not v.deleted)
-            number = live[-1] if ref.version == -1 and live else ref.version
-            entry = versions.get(number)
-            if entry is None:
-                raise InvalidSchema(
-                    f"Invalid schema: reference {ref.name!r} to subject {ref.subject!r} version "
-                    f"{ref.version} does not exist"
-                )
-            if (ref.subject, number) in seen:
-                continue
-            seen.add((ref.subject, number))
-            stored = state.schemas[entry.schema_id]
-            out += self._resolve(state, stored.references, seen)
-            out.append((ref.name, stored.schema))
-        return out
-
     def _parse_stored(self, state: RegistryState, stored: StoredSchema) -> ParsedSchema:
         hit = self._parsed.get(stored.schema_id)
         if hit is None:
-            hit = parse(stored.schema_type, stored.schema, self._resolve(state, stored.references, set()))
+            hit = parse(stored.schema_type, stored.schema, _rules.resolve(state, stored.references, set()))
             self._parsed[stored.schema_id] = hit
         return hit
 
@@ -471,39 +414,6 @@ class SchemaRegistry:
             return True
         return self._parse_stored(state, stored).canonical == parsed.canonical
 
-    @staticmethod
-    def _entries(state: RegistryState, subject: str, deleted: bool) -> list[VersionEntry]:
-        versions = state.subjects.get(subject, {})
-        entries = sorted((v for v in versions.values() if deleted or not v.deleted), key=lambda v: v.version)
-        if not entries:
-            raise SubjectNotFound(f"Subject '{subject}' not found.", subject=subject)
-        return entries
-
-    @staticmethod
-    def _level(state: RegistryState, subject: str) -> str:
-        return state.configs.get(subject) or state.configs.get(None, compatibility.DEFAULT_LEVEL)
-
-    @staticmethod
-    def _mode(state: RegistryState, subject: str | None) -> str:
-        return state.modes.get(subject) or state.modes.get(None, "READWRITE")
-
     def _writable(self, state: RegistryState, subject: str) -> None:
-        if self._mode(state, subject) == "READONLY":
+        if _rules.mode(state, subject) == "READONLY":
             raise OperationNotPermitted(f"Subject {subject} is in read-only mode", subject=subject)
-
-    @staticmethod
-    def _not_referenced(state: RegistryState, subject: str, entry: VersionEntry) -> None:
-        for s in state.schemas.values():
-            if any(r.subject == subject and r.version == entry.version for r in s.references):
-                users = [
-                    sub
-                    for sub, vs in state.subjects.items()
-                    for v in vs.values()
-                    if v.schema_id == s.schema_id and not v.deleted
-                ]
-                if users:
-                    raise ReferenceExists(
-                        f"One or more references exist to the schema {{subject={subject}, "
-                        f"version={entry.version}}}",
-                        subject=subject,
-                    )
