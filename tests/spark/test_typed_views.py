@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -93,7 +94,7 @@ def _binary(
 
 @pytest.mark.slow
 def test_typed_views_decode_each_record_with_its_own_schema(
-    spark: SparkSession, warehouse: str, urls: tuple[str, str]
+    spark: SparkSession, warehouse: str, urls: tuple[str, str], tmp_path: Path
 ) -> None:
     gateway, registry_url = urls
     client = SchemaRegistryClient({"url": registry_url})
@@ -137,3 +138,8 @@ def test_typed_views_decode_each_record_with_its_own_schema(
     rows = spark.sql("SELECT offset, key, id, tags FROM topiclake.events_typed ORDER BY offset").collect()
     assert [tuple(r) for r in rows] == [(0, 10, 1, None), (1, 20, 2, ["a", "b"])]
     assert "key_schema_id" in spark.table("topiclake.events_typed").columns
+
+    # registering another warehouse drops these views with their topics' tables (and cleans the session)
+    (tmp_path / "empty").mkdir()
+    register_tables(spark, str(tmp_path / "empty"))
+    assert not [t.name for t in spark.catalog.listTables("topiclake") if t.name.endswith("_typed")]

@@ -109,10 +109,17 @@ def check_records(registry: SchemaRegistry, topic: str, config: TopicConfig, tab
         )
         if flag == "true" and side in table.column_names
     ]
+    seen: dict[int | None, str | None] = {}  # one registry lookup per schema id per batch
     for side, column in sides:
         for i, data in enumerate(column):
             if errors[i] is None:
-                why = valid_schema_id(registry, data)
+                sid = schema_id_of(data)
+                if data is None or sid not in seen:
+                    why = valid_schema_id(registry, data)
+                    if data is not None:
+                        seen[sid] = why
+                else:
+                    why = seen[sid]
                 if why is not None:
                     errors[i] = RecordSchemaMismatch(
                         f"topic {topic} requires a registered schema for its {side}s "

@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 #: Suffix of a typed view's name.
 SUFFIX = "_typed"
+#: Table property that marks a view as made here (so registering again may replace or drop it).
+_MARK = "topiclake.typed_view"
 
 _BASE_COLUMNS = ("partition", "offset", "timestamp", "timestampType", "headers", "key")
 
@@ -219,6 +221,7 @@ def register_typed_views(
     views: dict[str, str] = {}
     skipped: dict[str, str] = {}
     if state is None:
+        _drop_stale(spark, db, set())
         return views, skipped
     taken = set(tables.values())
     for topic, name in sorted(tables.items()):
@@ -235,7 +238,10 @@ def register_typed_views(
             if select is None:
                 skipped[topic] = "its value schemas are not all AVRO or all JSON"
                 continue
-            spark.sql(f"CREATE OR REPLACE VIEW {db}.{ident(view)} AS\n{select}")
+            spark.sql(
+                f"CREATE OR REPLACE VIEW {db}.{ident(view)} TBLPROPERTIES ({literal(_MARK)} = 'true') "
+                f"AS\n{select}"
+            )
         except PySparkException as exc:
             skipped[topic] = f"cannot create {view}: {str(exc).splitlines()[0]}"
             continue
@@ -243,4 +249,19 @@ def register_typed_views(
         logger.info("typed view %s.%s over %d schema versions", db, view, len(versions))
     for topic, reason in skipped.items():
         logger.warning("topic %s has no typed view: %s", topic, reason)
+    _drop_stale(spark, db, set(views.values()))
     return views, skipped
+
+
+def _drop_stale(spark: SparkSession, db: str, keep: set[str]) -> None:
+    """Drop the typed views this module made (marked by a table property) that are no longer wanted: a
+    deleted topic's, or one whose subject lost its schemas. Other views are never touched."""
+    for row in spark.sql(f"SHOW VIEWS IN {db}").collect():
+        name = str(row["viewName"])
+        if row["isTemporary"] or not name.endswith(SUFFIX) or name in keep:
+            continue
+        qualified = f"{db}.{ident(name)}"
+        props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {qualified}").collect()}
+        if props.get(_MARK) == "true":
+            spark.sql(f"DROP VIEW IF EXISTS {qualified}")
+            logger.info("dropped typed view %s (its topic or schema is gone)", qualified)
