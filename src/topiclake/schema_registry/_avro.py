@@ -79,7 +79,10 @@ class AvroSchema(ParsedSchema):
             fastavro.validation.validate(value, self.fast, raise_errors=True)
             out = io.BytesIO()
             fastavro.schemaless_writer(out, self.fast, value)
-        except (fastavro.validation.ValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        except fastavro.validation.ValidationError as exc:
+            why = "; ".join(str(x) for x in getattr(exc, "errors", None) or [exc])
+            raise RecordSchemaMismatch(f"record does not match the Avro schema: {why}") from exc
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise RecordSchemaMismatch(f"record does not match the Avro schema: {exc}") from exc
         return out.getvalue()
 
