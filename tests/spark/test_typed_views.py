@@ -65,6 +65,7 @@ def urls(warehouse: str) -> Iterator[tuple[str, str]]:
         time.sleep(0.02)
     broker.create_topic("users")
     broker.create_topic("events")
+    broker.create_topic("people")
     try:
         yield f"http://127.0.0.1:{port}", f"http://127.0.0.1:{registry_port}"
     finally:
@@ -118,8 +119,26 @@ def test_typed_views_decode_each_record_with_its_own_schema(
     values = [e1({"id": 1}, events), e2({"id": 2, "tags": ["a", "b"]}, events)]
     _binary(gateway, "events", values, [k(10, event_keys), k(20, event_keys)])
 
+    # a schema that uses a named type of another subject (a reference) is expanded for from_avro
+    city = {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]}
+    person = {"type": "record", "name": "Person", "fields": [{"name": "home", "type": "Address"}]}
+    httpx.post(f"{registry_url}/subjects/address/versions", json={"schema": json.dumps(city)})
+    refs = [{"name": "Address", "subject": "address", "version": 1}]
+    body = {"schema": json.dumps(person), "references": refs}
+    pid = httpx.post(f"{registry_url}/subjects/people-value/versions", json=body).json()["id"]
+    home = {"value_schema_id": pid, "records": [{"value": {"home": {"city": "Oslo"}}}]}
+    r = httpx.post(
+        f"{gateway}/topics/people", json=home, headers={"Content-Type": "application/vnd.kafka.avro.v2+json"}
+    )
+    assert r.json()["offsets"][0]["offset"] == 0, r.text
+
     result = register_tables(spark, warehouse)
-    assert result.typed_views == {"users": "topiclake.users_typed", "events": "topiclake.events_typed"}
+    assert result.typed_views == {
+        "users": "topiclake.users_typed",
+        "events": "topiclake.events_typed",
+        "people": "topiclake.people_typed",
+    }
+    assert spark.sql("SELECT home.city FROM topiclake.people_typed").first()[0] == "Oslo"
 
     rows = spark.sql(
         "SELECT offset, name, age, email, value_schema_id FROM topiclake.users_typed ORDER BY offset"

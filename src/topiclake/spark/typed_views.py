@@ -15,8 +15,8 @@ Confluent's wire format (magic byte 0, 4-byte schema id):
 When the key subject ``<topic>-key`` has AVRO or JSON versions too, ``key`` is decoded the same way (a
 struct for a record schema) and ``key_schema_id`` is added; otherwise ``key`` stays binary. A record
 without the wire format, or with a schema id of another subject, shows NULL fields. A field whose name is
-one of the view's own columns gets a ``value_`` prefix. Schemas that reference other schemas and
-PROTOBUF subjects get no view (see docs/schemas.md).
+one of the view's own columns gets a ``value_`` prefix. JSON schemas that reference other schemas
+and PROTOBUF subjects get no view (see docs/schemas.md).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from topiclake.errors import InvalidSchema
+from topiclake.schema_registry._rules import resolve
 from topiclake.schema_registry.store import RegistryState
 from topiclake.schemas.schema_registry import SCHEMAS_TABLE
 from topiclake.spark._catalog_sql import ident, literal
@@ -58,14 +60,34 @@ class TypedVersion:
 
 def subject_versions(state: RegistryState, subject: str) -> list[TypedVersion]:
     """Every version of ``subject`` that records may have been written with (soft-deleted ones too),
-    oldest first; empty when a version references other schemas (no view for those)."""
+    oldest first. An Avro schema that references others is expanded into one self-contained schema (what
+    ``from_avro`` needs); a JSON or Protobuf one with references gives no versions (no view)."""
     out: list[TypedVersion] = []
     for entry in sorted(state.subjects.get(subject, {}).values(), key=lambda v: v.version):
         stored = state.schemas[entry.schema_id]
+        text = stored.schema
         if stored.references:
-            return []
-        out.append(TypedVersion(entry.version, stored.schema_id, stored.schema_type, stored.schema))
+            if stored.schema_type != "AVRO":
+                return []
+            try:
+                text = _expanded_avro(text, resolve(state, stored.references, set()))
+            except (InvalidSchema, ValueError, TypeError, KeyError) as exc:
+                logger.warning(
+                    "subject %s version %d: cannot expand its references: %s", subject, entry.version, exc
+                )
+                return []
+        out.append(TypedVersion(entry.version, stored.schema_id, stored.schema_type, text))
     return out
+
+
+def _expanded_avro(text: str, references: Sequence[tuple[str, str]]) -> str:
+    import fastavro
+
+    named: dict[str, Any] = {}
+    for _name, ref in references:
+        fastavro.parse_schema(json.loads(ref), named_schemas=named)
+    expanded = fastavro.parse_schema(json.loads(text), named_schemas=named, expand=True, _write_hint=False)
+    return json.dumps(expanded)
 
 
 def _column(name: str) -> str:
