@@ -68,3 +68,15 @@ def test_cli_help_and_errors() -> None:
     )
     assert bad.returncode != 0
     assert "unsupported warehouse URI scheme" in bad.stdout + bad.stderr
+
+
+def test_serve_with_a_busy_schema_registry_port_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(tmp_path / "wh")]
+        cmd += ["--port", str(_free_port()), "--schema-registry-port", str(taken)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"InvalidConfig: cannot listen on 127.0.0.1:{taken} for the schema registry" in out.stderr

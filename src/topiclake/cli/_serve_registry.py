@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Generator
 
 import uvicorn
 
 from topiclake.api import create_app
+from topiclake.errors import InvalidConfig
 from topiclake.platform import Storage
 from topiclake.schema_registry import SchemaRegistry
 from topiclake.schema_registry.http import create_registry_app
@@ -30,8 +32,8 @@ class _QuietServer(uvicorn.Server):
         yield
 
 
-async def _serve(gateway: uvicorn.Server, registry: uvicorn.Server) -> None:
-    registry_task = asyncio.create_task(registry.serve())
+async def _serve(gateway: uvicorn.Server, registry: uvicorn.Server, sock: socket.socket) -> None:
+    registry_task = asyncio.create_task(registry.serve(sockets=[sock]))
     try:
         await gateway.serve()
     finally:
@@ -41,6 +43,17 @@ async def _serve(gateway: uvicorn.Server, registry: uvicorn.Server) -> None:
 
 def serve_with_registry(settings: GatewaySettings) -> None:
     """Serve the gateway on ``settings.port`` and the schema registry on ``settings.schema_registry_port``."""
+    # bind first: a busy port is a clear error before anything starts, not a traceback from a task
+    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((settings.host, settings.schema_registry_port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidConfig(
+            f"cannot listen on {settings.host}:{settings.schema_registry_port} for the schema registry: "
+            f"{exc.strerror or exc} (choose another --schema-registry-port, or 0 to turn it off)"
+        ) from exc
     registry = SchemaRegistry(Storage(settings.warehouse, settings.storage_options))
     gateway_app = create_app(settings, schema_registry=registry)
     registry_app = create_registry_app(registry)
@@ -53,4 +66,7 @@ def serve_with_registry(settings: GatewaySettings) -> None:
             registry_app, host=settings.host, port=settings.schema_registry_port, log_level=settings.log_level
         )
     )
-    asyncio.run(_serve(gateway, other))
+    try:
+        asyncio.run(_serve(gateway, other, sock))
+    finally:
+        sock.close()
