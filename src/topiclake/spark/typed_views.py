@@ -9,7 +9,8 @@ Confluent's wire format (magic byte 0, 4-byte schema id):
 - AVRO: ``from_avro`` (Spark's spark-avro, resolved with the Delta jars) with the writer's schema, one
   ``CASE`` branch per schema id; a field is typed as in the newest version that has it, so a field added
   later is a nullable column that is NULL for older records, and a removed field stays a column (NULL for
-  newer records).
+  newer records); a value an older version's type cannot be cast to (a changed type, under NONE) is NULL
+  (``try_cast``), never a failed query.
 - JSON: ``from_json`` with one struct built from the union of the versions' properties.
 
 When the key subject ``<topic>-key`` has AVRO or JSON versions too, ``key`` is decoded the same way (a
@@ -176,7 +177,7 @@ def _side(spark: SparkSession, column: str, tag: str, versions: Sequence[TypedVe
     out: list[tuple[str | None, str]] = []
     for name, type_ in _union(per_version):
         parts = [
-            f"CAST(_{tag}r{i}{'' if name is None else '.' + ident(name)} AS {type_})"
+            f"try_cast(_{tag}r{i}{'' if name is None else '.' + ident(name)} AS {type_})"
             for i, own in enumerate(per_version)
             if any(n == name for n, _ in own)
         ]
