@@ -260,3 +260,19 @@ def test_confluents_protobuf_serializer_registers_and_round_trips(stack: Stack) 
     deserialize = ProtobufDeserializer(order, {"use.deprecated.format": False}, client)
     got = [deserialize(v, ctx) for v in _values(stack, "pb")]
     assert [(m.id, m.item) for m in got] == [(5, "cake"), (6, "pie")]
+
+
+def test_rest_v2_keys_with_their_own_schema(stack: Stack) -> None:
+    stack.broker.create_topic("keyed")
+    body = {
+        "key_schema": '{"type": "string"}',
+        "value_schema": json.dumps(USER),
+        "records": [{"key": "u1", "value": {"name": "ada", "age": 36}}, {"key": 5, "value": None}],
+    }
+    r = _post(stack.gateway_url, "keyed", AVRO_V2, body).json()
+    assert (r["key_schema_id"], r["value_schema_id"]) == (1, 2)
+    assert r["offsets"][0]["offset"] == 0 and r["offsets"][1]["error_code"] == 42203  # 5 is not a string
+    assert httpx.get(f"{stack.registry_url}/subjects").json() == ["keyed-key", "keyed-value"]
+    key = stack.broker.fetch("keyed", 0, 0).records["key"].to_pylist()[0]
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": stack.registry_url}))
+    assert deserialize(key, SerializationContext("keyed", MessageField.KEY)) == "u1"
