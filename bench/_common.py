@@ -83,7 +83,8 @@ class GatewayProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse)]
-        cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning", *args]
+        cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
+        cmd += ["--schema-registry-port", "0", *args]  # never Confluent's 8081: runs side by side with tests
         self._out = log.open("ab")
         self.proc = subprocess.Popen(
             cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}

@@ -82,6 +82,17 @@ PINNED: dict[str, list[str]] = {
     ],
     "topiclake.jobs": ["get_spark"],
     "topiclake.spark": ["register"],
+    "topiclake.schema_registry": [
+        "LEVELS",
+        "ParsedSchema",
+        "Reference",
+        "RegisteredVersion",
+        "SCHEMA_TYPES",
+        "SchemaRegistry",
+        "decode_wire",
+        "encode_wire",
+        "parse",
+    ],
 }
 
 

@@ -26,6 +26,9 @@ class GatewaySettings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address the gateway listens on.")
     port: int = Field(8082, ge=0, le=65535, description="Port the gateway listens on (the REST Proxy's).")
+    schema_registry_port: int = Field(
+        8081, ge=0, le=65535, description="Port of the schema registry listener (Confluent's 8081); 0 = off."
+    )
     advertised_host: str | None = Field(
         None, description="Host name clients are told to use for this broker (default: host)."
     )

@@ -197,9 +197,9 @@ def test_per_record_errors_leave_others_written(gateway: Gateway) -> None:
     ("ctype", "body", "status", "code"),
     [
         ("text/plain", b'{"records":[{"value":1}]}', 415, 415),
-        ("application/vnd.kafka.avro.v2+json", b'{"records":[{"value":1}]}', 415, 415),
-        ("application/vnd.kafka.protobuf.v2+json", b'{"records":[{"value":1}]}', 415, 415),
-        ("application/vnd.kafka.jsonschema.v2+json", b'{"records":[{"value":1}]}', 415, 415),
+        ("application/vnd.kafka.avro.v2+json", b'{"records":[{"value":1}]}', 422, 42202),
+        ("application/vnd.kafka.protobuf.v2+json", b'{"records":[{"value":1}]}', 422, 42202),
+        ("application/vnd.kafka.jsonschema.v2+json", b'{"records":[{"value":1}]}', 422, 42202),
         (JSON_V2, b'{"records": [{"value": 1}', 400, 400),
         (JSON_V2, b"[1, 2]", 400, 400),
         (JSON_V2, b'{"records": "nope"}', 400, 400),

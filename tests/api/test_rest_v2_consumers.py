@@ -451,7 +451,7 @@ def test_confluent_errors(consumers: Consumers) -> None:
     [
         ("/consumers/gx", b"{not json", V2, 400, 400),
         ("/consumers/gx", [1, 2], V2, 400, 400),
-        ("/consumers/gx", {"format": "avro"}, V2, 422, 42204),
+        ("/consumers/gx", {"format": "thrift"}, V2, 422, 42204),
         ("/consumers/gx", {"format": "xml"}, V2, 422, 42204),
         ("/consumers/gx", {"auto.offset.reset": "sometimes"}, V2, 422, 42204),
         ("/consumers/gx", {"auto.commit.enable": "maybe"}, V2, 422, 42204),

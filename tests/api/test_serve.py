@@ -23,7 +23,9 @@ def test_serve_answers_health_readiness_and_openapi(tmp_path: Path) -> None:
     port = _free_port()
     warehouse = tmp_path / "wh"
     env = {**os.environ, "TOPICLAKE_BROKER__BROKER_ID": "7"}
+    registry_port = _free_port()  # never Confluent's 8081: tests run side by side
     cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse), "--port", str(port)]
+    cmd += ["--schema-registry-port", str(registry_port)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -44,6 +46,10 @@ def test_serve_answers_health_readiness_and_openapi(tmp_path: Path) -> None:
         assert "/healthz" in spec["paths"]
         assert httpx.get(f"{base}/docs").status_code == 200
         assert (warehouse / "_system" / "topics" / "_delta_log").is_dir()
+        # the schema registry listens on its own port from the same process, and is advertised
+        assert httpx.get(f"http://127.0.0.1:{registry_port}/subjects").json() == []
+        (meta,) = httpx.get(f"{base}/v1/metadata").json()["brokers"]
+        assert meta["listeners"]["schema_registry"] == f"127.0.0.1:{registry_port}"
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=20)
@@ -62,3 +68,15 @@ def test_cli_help_and_errors() -> None:
     )
     assert bad.returncode != 0
     assert "unsupported warehouse URI scheme" in bad.stdout + bad.stderr
+
+
+def test_serve_with_a_busy_schema_registry_port_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(tmp_path / "wh")]
+        cmd += ["--port", str(_free_port()), "--schema-registry-port", str(taken)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"InvalidConfig: cannot listen on 127.0.0.1:{taken} for the schema registry" in out.stderr

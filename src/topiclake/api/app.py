@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,6 +29,7 @@ from topiclake.api.routes import (
 from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
+from topiclake.schema_registry import SchemaRegistry, serde
 from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
@@ -43,13 +45,20 @@ is already in the topic's Delta table, visible to every reader and to SQL.
 """
 
 
-def create_app(settings: GatewaySettings | None = None, broker: Broker | None = None) -> FastAPI:
+def create_app(
+    settings: GatewaySettings | None = None,
+    broker: Broker | None = None,
+    schema_registry: SchemaRegistry | None = None,
+) -> FastAPI:
     """Build the gateway app.
 
     Args:
         settings: Gateway settings (from the environment when omitted).
         broker: An already-open broker to serve (tests); by default one is opened in the lifespan over
             ``settings.warehouse`` and closed, committing what is pending, on shutdown.
+        schema_registry: The registry that ``topiclake serve`` also serves on ``schema_registry_port``
+            (then advertised as this broker's ``schema_registry`` listener); by default the REST Proxy's
+            schema formats use a registry of their own over the broker's warehouse.
     """
     settings = settings or GatewaySettings()
     metrics = GatewayMetrics()
@@ -68,6 +77,10 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
         metrics.broker = app.state.broker
         host, port = advertised(settings)
         app.state.broker.advertise(Endpoint("http", host, port))
+        app.state.schema_registry = schema_registry or SchemaRegistry(app.state.broker.storage)
+        app.state.broker.schema_check = functools.partial(serde.check_records, app.state.schema_registry)
+        if schema_registry is not None and settings.schema_registry_port:
+            app.state.broker.advertise(Endpoint("schema_registry", host, settings.schema_registry_port))
         if own and settings.cluster:
             try:
                 app.state.broker.join_cluster()

@@ -38,7 +38,7 @@ from topiclake.platform.group_coordinator import GroupCoordinator
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-Format = Literal["json", "binary"]
+Format = Literal["json", "binary", "avro", "jsonschema", "protobuf"]
 Reset = Literal["earliest", "latest", "none"]
 
 #: Confluent's ``consumer.instance.timeout.ms`` default.

@@ -49,6 +49,14 @@ ERROR_TABLE: dict[type[e.TopiclakeError], tuple[int, int]] = {
     e.RebalanceInProgress: (409, 40903),
     e.GroupNotEmpty: (409, 40903),
     e.InconsistentGroupProtocol: (409, 40903),
+    # the schema registry's own errors, when a REST Proxy produce names or sends a schema
+    e.SchemaRegistryError: (500, 50001),
+    e.SchemaNotFound: (404, 40403),
+    e.SubjectNotFound: (404, 40401),
+    e.InvalidSchema: (422, 42201),
+    e.IncompatibleSchema: (409, 409),
+    e.OperationNotPermitted: (422, 42205),
+    e.SchemaMissing: (422, 42202),
 }
 
 #: REST Proxy v3 admin routes answer an unknown topic or partition with 40403 ("This server does not host

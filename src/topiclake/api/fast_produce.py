@@ -88,6 +88,8 @@ class FastProduce:
             records = doc["records"]
             if not isinstance(records, list) or not records:
                 return False
+            if doc.get("key_schema_id") is not None or doc.get("value_schema_id") is not None:
+                return False  # framed with registered schemas: the documented route
             producer = producer_from_json(doc.get("producer"))
             rows, explicit, errors = rows_from_json(records, encoding)
             if errors and producer is not None:

@@ -148,6 +148,10 @@ class HttpForwarder:
             if err:
                 exc = _CLASSES.get(err.get("code"), TopiclakeError)(str(err.get("message")))
             out.append(RecordResult(r.get("partition"), r.get("offset"), r.get("timestamp"), exc))
+        if out and all(isinstance(res.error, NotLeader) for res in out):
+            # the broker we took for the leader does not lead it (one of our views is a tick old):
+            # nothing was written there, so the router may look again
+            raise out[0].error  # type: ignore[misc]
         return out
 
     def fetch(

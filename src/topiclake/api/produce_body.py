@@ -5,6 +5,7 @@ Shared by the documented produce route (routes/native_records.py) and its fast p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -15,9 +16,12 @@ from topiclake.platform import ProducerInfo, RecordResult
 from topiclake.platform.rows import Rows
 
 
-def rows_from_json(objs: list[Any], encoding: str) -> tuple[Rows, list[int | None], dict[int, InvalidRecord]]:
+def rows_from_json(
+    objs: list[Any], encoding: str, serialize: Callable[[Any, bool], bytes | None] | None = None
+) -> tuple[Rows, list[int | None], dict[int, InvalidRecord]]:
     """The records that can be encoded as column lists, their explicit partitions, and the errors of those
-    that cannot (by position in ``objs``). One pass, no per-record objects."""
+    that cannot (by position in ``objs``). One pass, no per-record objects. ``serialize`` (keys and values
+    with registered schemas) replaces the encoding when given."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     headers: list[list[dict[str, Any]] | None] = []
@@ -37,7 +41,9 @@ def rows_from_json(objs: list[Any], encoding: str) -> tuple[Rows, list[int | Non
                 )
             k = obj.get("key")
             v = obj.get("value")
-            if as_json:  # a string key is its UTF-8 text, as Kafka's StringSerializer writes it
+            if serialize is not None:
+                key, value = serialize(k, True), serialize(v, False)
+            elif as_json:  # a string key is its UTF-8 text, as Kafka's StringSerializer writes it
                 key = None if k is None else k.encode() if type(k) is str else dumps(k)
                 value = None if v is None else dumps(v)
             else:

@@ -32,6 +32,14 @@ def serve(
     broker_id: Annotated[
         int | None, typer.Option(help="This broker's id (default 0).", envvar="TOPICLAKE_BROKER__BROKER_ID")
     ] = None,
+    schema_registry_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port of the schema registry (default 8081; 0 = off).",
+            envvar="TOPICLAKE_SCHEMA_REGISTRY_PORT",
+            show_default=False,
+        ),
+    ] = None,
     log_level: Annotated[
         str | None,
         typer.Option(help="debug, info, warning or error (default info).", envvar="TOPICLAKE_LOG_LEVEL"),
@@ -70,6 +78,7 @@ def serve(
             "log_level": log_level,
             "advertised_host": advertised_host,
             "advertised_port": advertised_port,
+            "schema_registry_port": schema_registry_port,
         }.items()
         if v is not None
     }
@@ -93,6 +102,11 @@ def serve(
         storage = Storage(settings.warehouse, settings.storage_options)
         wait_s = 2.5 * settings.broker.heartbeat_interval_ms / 1000
         Membership(storage, settings.broker.broker_id, settings.broker.session_timeout_ms).check_free(wait_s)
+    if settings.schema_registry_port:
+        from topiclake.cli._serve_registry import serve_with_registry
+
+        serve_with_registry(settings)
+        return
     gateway = create_app(settings)
     try:
         uvicorn.run(gateway, host=settings.host, port=settings.port, log_level=settings.log_level)

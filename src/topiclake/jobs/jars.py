@@ -4,7 +4,8 @@
 ``io.delta:delta-spark_<spark major.minor>_2.13:<delta-spark version>`` into the cache, lets Maven copy the
 artifact and its runtime dependencies next to it, and keeps only the jars that pyspark does not ship
 already (so Spark's own Hadoop, Parquet, Jackson and Scala win). :func:`jar_paths` lists the kept jars for
-``spark.jars``.
+``spark.jars``. Spark's own ``spark-avro`` (same version as pyspark) comes along: the typed topic views of
+the schema registry decode Avro records with its ``from_avro``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
       <groupId>io.delta</groupId>
       <artifactId>{artifact}</artifactId>
       <version>{version}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.spark</groupId>
+      <artifactId>spark-avro_2.13</artifactId>
+      <version>{spark_version}</version>
     </dependency>
   </dependencies>
 </project>
@@ -68,7 +74,8 @@ def jar_paths() -> list[str]:
     """Return the cached Delta jars, raising with a clear instruction if they were never resolved."""
     directory = cache_dir()
     jars = sorted(str(p) for p in directory.glob("*.jar"))
-    if not any(Path(j).name.startswith("delta-spark_") for j in jars):
+    wanted = ("delta-spark_", "spark-avro_")
+    if not all(any(Path(j).name.startswith(w) for j in jars) for w in wanted):
         raise FileNotFoundError(
             f"Delta's Spark jars are not in {directory}: run `make install` "
             "(or `python -m topiclake.jobs.jars resolve`) once while Maven Central is reachable"
@@ -90,7 +97,9 @@ def resolve(force: bool = False) -> list[str]:
     artifact, delta_version = delta_artifact()
     with tempfile.TemporaryDirectory() as tmp:
         pom = Path(tmp) / "pom.xml"
-        pom.write_text(_POM.format(artifact=artifact, version=delta_version))
+        pom.write_text(
+            _POM.format(artifact=artifact, version=delta_version, spark_version=version("pyspark"))
+        )
         out = Path(tmp) / "jars"
         cmd = [
             mvn,

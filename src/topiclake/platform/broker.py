@@ -48,6 +48,7 @@ from topiclake.platform.records import (
     records_to_arrow,
 )
 from topiclake.platform.storage import Storage
+from topiclake.platform.topic_config import TopicConfig
 from topiclake.platform.topic_log import AppendHandle, TopicLog
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,9 @@ class Broker:
         self.cluster: ClusterNode | None = None
         self.forwarder = forwarder
         self.router: Router | None = None
+        #: Checks records of topics with ``confluent.*.schema.validation=true`` (set by the schema
+        #: registry's owner): one error or None per row of the input table.
+        self.schema_check: Callable[[str, TopicConfig, pa.Table], list[TopiclakeError | None]] | None = None
         self.groups = GroupCoordinator(self)
         self._maintenance: Maintenance | None = None
         if self.config.maintenance:
@@ -373,6 +377,13 @@ class Broker:
                 failed = True
                 target = explicit[i] if explicit[i] is not None else partition
                 results[i] = RecordResult(target, None, None, error)
+        if self.schema_check is not None and info.config.validates_schemas:
+            for i, error in enumerate(self.schema_check(topic, info.config, table)):
+                if error is not None and results[i] is None:
+                    failed = True
+                    results[i] = RecordResult(
+                        explicit[i] if explicit[i] is not None else partition, None, None, error
+                    )
         if failed:
             if producer is not None:
                 raise next(r.error for r in results if r is not None and r.error is not None)
@@ -473,6 +484,10 @@ class Broker:
             error = self._check_row(topic, data, i, None, limit, log.info.partitions)
             if error is not None:  # one bad record fails the whole columnar batch
                 raise error
+        if self.schema_check is not None and log.info.config.validates_schemas:
+            bad = next((e for e in self.schema_check(topic, log.info.config, data) if e is not None), None)
+            if bad is not None:
+                raise bad
         if data.num_rows == 0:
             log.high_watermark(partition)  # still reject an unknown partition
             return partition, 0, None

@@ -98,6 +98,8 @@ def start(
     if log is None:
         return None
     info = log.info
+    if broker.schema_check is not None and info.config.validates_schemas:
+        return None  # records are checked against the registry on the general path
     n_parts = info.partitions
     if partition is not None and not 0 <= partition < n_parts:
         raise PartitionNotFound(

@@ -77,7 +77,7 @@ _TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
 @dataclass(frozen=True)
 class _Spec:
     field: str
-    kind: str  # "long", "int", "policy", "timestamp_type"
+    kind: str  # "long", "int", "policy", "timestamp_type", "bool"
     minimum: int
     doc: str
 
@@ -149,6 +149,18 @@ _SPECS: Final[dict[str, _Spec]] = {
         1,
         "Copies of each partition; accepted and reported only (durability comes from the storage).",
     ),
+    "confluent.value.schema.validation": _Spec(
+        "confluent_value_schema_validation",
+        "bool",
+        0,
+        "'true': refuse records whose value is not framed with a schema id the schema registry knows.",
+    ),
+    "confluent.key.schema.validation": _Spec(
+        "confluent_key_schema_validation",
+        "bool",
+        0,
+        "'true': refuse records whose key is not framed with a schema id the schema registry knows.",
+    ),
 }
 
 _FIELD_TO_NAME: Final[dict[str, str]] = {spec.field: name for name, spec in _SPECS.items()}
@@ -207,10 +219,19 @@ def _parse_timestamp_type(name: str, value: object) -> str:
     return str(value)
 
 
+def _parse_bool(name: str, value: object) -> str:
+    text = str(value).lower() if isinstance(value, (str, bool)) else ""
+    if text not in ("true", "false"):
+        raise InvalidConfig(f"{name} must be 'true' or 'false', got {value!r}", config=name, value=str(value))
+    return text
+
+
 def _parse(name: str, value: object) -> Any:
     spec = _SPECS.get(name)
     if spec is None:
         raise InvalidConfig(f"unknown topic config {name!r}; allowed: {_allowed()}", config=name)
+    if spec.kind == "bool":
+        return _parse_bool(name, value)
     if spec.kind == "policy":
         return _parse_policy(name, value)
     if spec.kind == "timestamp_type":
@@ -238,6 +259,8 @@ class TopicConfig:
         segment_bytes: ``segment.bytes`` (at least 14, as in Kafka).
         min_insync_replicas: ``min.insync.replicas``.
         replication_factor: ``replication.factor``; accepted and reported only.
+        confluent_value_schema_validation: ``confluent.value.schema.validation`` (``true``/``false``).
+        confluent_key_schema_validation: ``confluent.key.schema.validation`` (``true``/``false``).
     """
 
     retention_ms: int = 604_800_000
@@ -251,6 +274,8 @@ class TopicConfig:
     segment_bytes: int = 1_073_741_824
     min_insync_replicas: int = 1
     replication_factor: int = 1
+    confluent_value_schema_validation: str = "false"
+    confluent_key_schema_validation: str = "false"
 
     def __post_init__(self) -> None:
         for name, spec in _SPECS.items():
@@ -327,6 +352,11 @@ class TopicConfig:
         for name in to_delete:
             changes[_SPECS[name].field] = _DEFAULT_VALUES[_SPECS[name].field]
         return dataclasses.replace(self, **changes)
+
+    @property
+    def validates_schemas(self) -> bool:
+        """Whether keys or values must carry a registered schema id (Confluent's schema validation)."""
+        return "true" in (self.confluent_value_schema_validation, self.confluent_key_schema_validation)
 
     @property
     def is_compacted(self) -> bool:

@@ -5,7 +5,9 @@
 - one table per topic, named by :func:`table_name` (``orders.v1`` -> ``topiclake.orders_v1``), an
   external Delta table at ``<warehouse>/topics/<topic>``;
 - ``consumer_offsets``: the committed offsets of consumer groups (``<warehouse>/_system/consumer_offsets``);
-- ``consumer_lag``: a view with the lag of every group per partition (end offset - committed offset).
+- ``consumer_lag``: a view with the lag of every group per partition (end offset - committed offset);
+- ``<table>_typed``: for a topic whose values have a registered schema, a view with the record's fields as
+  columns (:mod:`topiclake.spark.typed_views`).
 
 Registering only writes the catalog: ``CREATE TABLE ... USING delta LOCATION`` on an existing Delta table
 adopts its schema and commits nothing to it, so the gateway (delta-rs) keeps appending. Delta on Spark
@@ -39,6 +41,7 @@ from topiclake.spark._catalog_sql import (
     same_location,
     table_name,
 )
+from topiclake.spark.typed_views import register_typed_views
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -82,6 +85,7 @@ class Registration:
         skipped: Topic name -> why it has no table (a name collision, a table not written yet).
         consumer_offsets: Whether ``consumer_offsets`` is registered (no group committed yet: it is not,
             and ``consumer_lag`` is an empty view).
+        typed_views: Topic name -> qualified name of its typed view (topics with a value schema).
     """
 
     database: str
@@ -90,6 +94,7 @@ class Registration:
     dropped: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     consumer_offsets: bool = False
+    typed_views: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -264,6 +269,8 @@ def register_tables(
     if lag is not None and lag.kind != "VIEW":
         raise SqlError(f"{result.database}.{LAG_VIEW} exists already as a table")
     run(f"CREATE OR REPLACE VIEW {db}.{ident(LAG_VIEW)} AS\n{lag_view_sql(registered, offsets_table)}")
+    typed, _untyped = register_typed_views(spark, root, db, {t: names[t] for t in result.tables})
+    result.typed_views.update({t: f"{result.database}.{v}" for t, v in typed.items()})
 
     for topic, reason in sorted(result.skipped.items()):
         logger.warning("topic %s has no table in %s: %s", topic, result.database, reason)

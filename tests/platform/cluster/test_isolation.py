@@ -23,8 +23,11 @@ from deltalake import DeltaTable
 pytestmark = pytest.mark.slow
 
 
+LAST: list[str] = []
+
+
 def produce(url: str, partition: int, value: str) -> dict[str, object] | None:
-    """One acks=all record; its result if acknowledged, else None."""
+    """One acks=all record; its result if acknowledged, else None (the answer kept in LAST)."""
     try:
         r = httpx.post(
             f"{url}/v1/topics/iso/records",
@@ -32,8 +35,10 @@ def produce(url: str, partition: int, value: str) -> dict[str, object] | None:
             json={"records": [{"value": value}]},
             timeout=40,
         )
-    except httpx.HTTPError:
+    except httpx.HTTPError as exc:
+        LAST.append(repr(exc))
         return None
+    LAST.append(r.text[:500])
     if r.status_code != 200:
         return None
     res: dict[str, object] = r.json()["results"][0]
@@ -92,7 +97,7 @@ def test_a_broker_that_cannot_write_stops_acknowledging_and_loses_its_partitions
         )
         until(lambda: cluster.leaders("iso", 1)[part] == 3, 30, "preferred leader back")
         res = produce(cut.url, part, "back")
-        assert res is not None
+        assert res is not None, LAST[-1]
         acked.append(("back", res))
 
         rows = DeltaTable(str(wh / "topics" / "iso")).to_pyarrow_table().to_pylist()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -22,6 +22,7 @@ from topiclake.api.produce_body import producer_from_json, result_bodies, rows_f
 from topiclake.errors import InvalidRecord, TopiclakeError
 from topiclake.platform import Broker, ProducerInfo, produce_rows
 from topiclake.platform.records import normalize_acks
+from topiclake.schema_registry import rest_proxy as schema_rest
 
 router = APIRouter(prefix="/v1", tags=["records"])
 
@@ -38,10 +39,13 @@ _PRODUCE_EXAMPLE = {
 }
 
 
-def _columns(objs: list[Any], encoding: str) -> tuple[pa.Table, list[int | None], dict[int, InvalidRecord]]:
+def _columns(
+    objs: list[Any], encoding: str, serialize: Callable[[Any, bool], bytes | None] | None = None
+) -> tuple[pa.Table, list[int | None], dict[int, InvalidRecord]]:
     """Input columns for the records that can be encoded, their explicit partitions, and the errors of
-    those that cannot (by position in ``objs``)."""
-    rows, explicit, errors = rows_from_json(objs, encoding)
+    those that cannot (by position in ``objs``). ``serialize`` (keys and values with registered schemas)
+    replaces the encoding when given."""
+    rows, explicit, errors = rows_from_json(objs, encoding, serialize)
     return rows.to_table(), explicit, errors
 
 
@@ -53,10 +57,11 @@ def _produce_objects(
     partition: int | None,
     acks: str,
     producer: ProducerInfo | None,
+    serialize: Callable[[Any, bool], bytes | None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Encode and produce; a record that cannot be encoded gets its own error (all or nothing with a
     producer id). Returns the result objects in order and the bytes produced."""
-    table, explicit, errors = _columns(objs, encoding)
+    table, explicit, errors = _columns(objs, encoding, serialize)
     if errors and producer is not None:
         raise next(iter(errors.values()))
     nbytes = sum(table[c].nbytes for c in ("key", "value"))
@@ -133,6 +138,18 @@ async def produce(
     if not doc["records"]:
         raise HTTPError(422, 42206, "records must not be empty", "invalid_request")
     producer = producer_from_json(doc.get("producer"))
+    if doc.get("key_schema_id") is not None or doc.get("value_schema_id") is not None:
+        serialize = await run_in_threadpool(  # records framed with registered schemas (docs/schemas.md)
+            schema_rest.native_serializer,
+            request.app.state.schema_registry,
+            doc.get("key_schema_id"),
+            doc.get("value_schema_id"),
+        )
+        results, nbytes = await run_in_threadpool(
+            _produce_objects, broker, topic, doc["records"], encoding, partition, ack, producer, serialize
+        )
+        metrics.produced(topic, len(results), nbytes, "native", ack, started)
+        return Response(orjson.dumps({"topic": topic, "results": results}), media_type=JSON)
     rows, explicit, errors = rows_from_json(doc["records"], encoding)
     if errors and producer is not None:
         raise next(iter(errors.values()))

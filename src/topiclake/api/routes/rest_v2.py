@@ -1,10 +1,10 @@
 """Confluent Kafka REST Proxy API v2: topics, partitions, offsets, brokers and produce.
 
 Shapes, status codes and error codes follow Confluent's kafka-rest (``/topics``, ``/brokers``); consumer
-instances live elsewhere. Produce accepts the ``json`` and ``binary`` embedded formats; the schema formats
-(avro, jsonschema, protobuf) need a schema registry and are refused with 415. Request-level errors answer
-``{"error_code", "message"}``; per-record errors fill that record's ``error_code``/``error`` while the
-other records are written.
+instances live elsewhere. Produce accepts the ``json`` and ``binary`` embedded formats, and ``avro``,
+``jsonschema`` and ``protobuf`` through the schema registry (:mod:`topiclake.schema_registry.rest_proxy`).
+Request-level errors answer ``{"error_code", "message"}``; per-record errors fill that record's
+``error_code``/``error`` while the other records are written.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from topiclake.api.deps import BrokerDep, MetricsDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.metrics import GatewayMetrics
 from topiclake.platform import Broker, Record, RecordResult, TopicInfo, validate_topic_name
+from topiclake.schema_registry import rest_proxy
 from topiclake.settings import GatewaySettings
 
 router = APIRouter(tags=["kafka-rest-v2"])
@@ -54,6 +55,7 @@ _KAFKA_ERROR = 50002
 _KAFKA_RETRIABLE_ERROR = 50003
 _AUTHENTICATION_ERROR = 40101
 _AUTHORIZATION_ERROR = 40301
+_SCHEMA_MISMATCH = 42203  # kafka-rest: a record that does not convert to its schema
 
 
 async def _negotiate(request: Request) -> str:
@@ -170,6 +172,8 @@ def _embedded_format(request: Request) -> str:
     if fmt is not None:
         return fmt
     if mt in _SCHEMA_FORMATS:
+        return _SCHEMA_FORMATS[mt]
+    if mt in _SCHEMA_FORMATS:
         message = (
             f"Content-Type {mt!r}: the {_SCHEMA_FORMATS[mt]} embedded format needs a schema registry, "
             "which this gateway does not have; send application/vnd.kafka.json.v2+json or "
@@ -237,6 +241,8 @@ def _error_code(exc: e.TopiclakeError) -> int:
         return _AUTHENTICATION_ERROR
     if isinstance(exc, e.Forbidden):
         return _AUTHORIZATION_ERROR
+    if isinstance(exc, e.RecordSchemaMismatch):
+        return _SCHEMA_MISMATCH
     return _KAFKA_RETRIABLE_ERROR if exc.retriable else _KAFKA_ERROR
 
 
@@ -267,9 +273,16 @@ def _answer(records: Sequence[Record], results: Sequence[RecordResult]) -> _Answ
     return {"key_schema_id": None, "value_schema_id": None, "offsets": offsets}, status, written, nbytes
 
 
-def _produce(broker: Broker, topic: str, body: bytes, fmt: str, partition_raw: str | None) -> _Answer:
+def _produce(
+    broker: Broker, topic: str, body: bytes, fmt: str, partition_raw: str | None, registry: Any = None
+) -> _Answer:
     info = _topic(broker, topic)
     partition = None if partition_raw is None else _partition_id(info, partition_raw)
+    if fmt in rest_proxy.EMBEDDED_FORMATS:
+        done = rest_proxy.produce_v2(broker, registry, topic, body, fmt, partition)
+        answer = _answer(done.records, done.results)
+        answer[0].update(key_schema_id=done.key_schema_id, value_schema_id=done.value_schema_id)
+        return answer
     records = _parse(body, fmt, partition)
     results = broker.produce(topic, records, partition=partition, acks="all")
     return _answer(records, results)
@@ -286,7 +299,10 @@ async def _produce_route(
     started = time.perf_counter()
     fmt = _embedded_format(request)
     body = await http.read_body(request, settings.max_request_bytes)
-    answer, status, written, nbytes = await run_in_threadpool(_produce, broker, topic, body, fmt, partition)
+    registry = request.app.state.schema_registry
+    answer, status, written, nbytes = await run_in_threadpool(
+        _produce, broker, topic, body, fmt, partition, registry
+    )
     metrics.produced(topic, written, nbytes, api="v2", acks="all", started=started)
     return _json(answer, status)
 

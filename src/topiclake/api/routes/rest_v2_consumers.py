@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -47,6 +48,7 @@ from topiclake.api.consumer_instances import (
 )
 from topiclake.api.deps import SettingsDep
 from topiclake.api.errors import HTTPError
+from topiclake.schema_registry import rest_proxy as schema_reads
 
 router = APIRouter(tags=["kafka-rest-v2"])
 
@@ -74,6 +76,7 @@ READ_FORMATS: dict[str, str] = {
     "application/vnd.kafka.protobuf.v2+json": "protobuf",
 }
 _MAX_BODY = 1024 * 1024
+_FORMAT_MEDIA = {fmt: mt for mt, fmt in READ_FORMATS.items() if fmt in ("avro", "jsonschema", "protobuf")}
 
 Manager = Annotated[ConsumerInstanceManager, Depends(get_manager)]
 
@@ -214,12 +217,10 @@ def _instance_config(
     if not isinstance(fmt, str):
         raise _invalid_config(f"format must be a string, not {fmt!r}")
     fmt = fmt.lower()
-    if fmt in ("avro", "jsonschema", "protobuf"):
+    if fmt not in ("json", "binary", "avro", "jsonschema", "protobuf"):
         raise _invalid_config(
-            f"the {fmt} format needs a schema registry, which this gateway does not have; use json or binary"
+            f"format must be json, binary, avro, jsonschema or protobuf, not {doc.get('format')!r}"
         )
-    if fmt not in ("json", "binary"):
-        raise _invalid_config(f"format must be json or binary, not {doc.get('format')!r}")
     reset = doc.get("auto.offset.reset", "latest")
     reset = "latest" if reset is None else reset
     if not isinstance(reset, str) or reset.lower() not in ("earliest", "latest", "none"):
@@ -235,7 +236,7 @@ def _instance_config(
         else _config_int(timeout_raw, "consumer.request.timeout.ms", 0)
     )
     config = InstanceConfig(
-        format="json" if fmt == "json" else "binary",
+        format=fmt,  # type: ignore[arg-type]
         auto_offset_reset="earliest"
         if reset.lower() == "earliest"
         else "none"
@@ -270,9 +271,11 @@ def _timestamp_ms(value: Any, where: str) -> int:
 # ---------------------------------------------------------------------------------------------- records out
 
 
-def _records_body(batches: list[pa.Table], fmt: str) -> list[dict[str, Any]]:
+def _records_body(batches: list[pa.Table], fmt: str, registry: Any = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    decode = codec.decode
+    decode: Callable[[bytes | None, str], Any] = codec.decode
+    if fmt in ("avro", "jsonschema", "protobuf"):
+        decode = schema_reads.decoder(registry)
     for batch in batches:
         cols = batch.select(["topic", "partition", "offset", "key", "value", "headers"]).to_pydict()
         ts = pc.divide(pc.cast(batch["timestamp"], pa.int64()), 1000).to_pylist()
@@ -489,8 +492,8 @@ async def read_records(request: Request, group: str, instance: str, manager: Man
         None if timeout is None or timeout < 0 else timeout,
         None if max_bytes is None or max_bytes <= 0 else max_bytes,
     )
-    body = _records_body(batches, fmt)
-    return _json(body, media=media or (BINARY_V2 if fmt == "binary" else JSON_V2))
+    body = _records_body(batches, fmt, request.app.state.schema_registry)
+    return _json(body, media=media or (BINARY_V2 if fmt == "binary" else _FORMAT_MEDIA.get(fmt, JSON_V2)))
 
 
 @router.post("/consumers/{group}/instances/{instance}/offsets", summary="Commit offsets (v2)")

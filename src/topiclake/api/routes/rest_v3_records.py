@@ -7,7 +7,9 @@ success), so one bad record gets its error in its place and the records after it
 Records that arrive together are produced with one ``broker.produce`` call in the threadpool, so they share
 one Delta commit; while that commit runs the next records keep arriving and form the next batch.
 
-Only the BINARY, JSON and STRING formats exist here (as in Confluent Cloud): no Schema Registry.
+Formats: BINARY, JSON and STRING, and AVRO and JSONSCHEMA with the schema registry (``schema_id``,
+``schema_version``, ``subject``/``subject_name_strategy`` or an inline ``schema``), serialized in the
+threadpool by :func:`topiclake.schema_registry.rest_proxy.encode_v3`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import dataclasses
 import re
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -44,6 +47,7 @@ from topiclake.api.routes.rest_v3 import (
 )
 from topiclake.platform import Broker, Record
 from topiclake.platform.records import now_ms
+from topiclake.schema_registry import rest_proxy as schema_rest
 
 #: Paths are relative to ``/v3``: this router is included by :data:`.rest_v3.router`, which adds the prefix.
 router: APIRouter = APIRouter(tags=["kafka-rest-v3"])
@@ -74,6 +78,9 @@ class Parsed:
     key_size: int = 0
     value_size: int = 0
     id: str | None = None
+    #: key/value objects in a schema format, serialized in the threadpool before producing
+    deferred: dict[str, Any] | None = None
+    schema_info: dict[str, dict[str, Any]] | None = None
 
 
 def _data(obj: Any, what: str) -> tuple[bytes | None, str | None]:
@@ -166,12 +173,15 @@ def parse_record(obj: Any, with_id: bool = False) -> Parsed:
         partition = obj.get("partition_id")
         if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
             raise bad_request(f"partition_id must be an integer, not {partition!r}")
-        key, key_type = _data(obj.get("key"), "key")
-        value, value_type = _data(obj.get("value"), "value")
+        deferred = {s: obj[s] for s in ("key", "value") if schema_rest.is_schema_data(obj.get(s))}
+        key, key_type = _data(None if "key" in deferred else obj.get("key"), "key")
+        value, value_type = _data(None if "value" in deferred else obj.get("value"), "value")
         record = Record(
             key, value, _headers(obj.get("headers")), _timestamp_ms(obj.get("timestamp")), partition
         )
-        return Parsed(record, None, key_type, value_type, len(key or b""), len(value or b""), rid)
+        return Parsed(
+            record, None, key_type, value_type, len(key or b""), len(value or b""), rid, deferred or None
+        )
     except e.TopiclakeError as exc:
         return Parsed(
             error=exc, id=obj.get("id") if isinstance(obj, dict) and isinstance(obj.get("id"), str) else None
@@ -286,6 +296,8 @@ def success_body(
         body["key"] = {"type": item.key_type, "size": item.key_size}
     if item.value_type is not None:
         body["value"] = {"type": item.value_type, "size": item.value_size}
+    for side, info in (item.schema_info or {}).items():
+        body[side] = {**info, "size": item.key_size if side == "key" else item.value_size}
     return body
 
 
@@ -294,13 +306,40 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _serialize_deferred(registry: Any, topic: str, item: Parsed) -> None:
+    """Serialize an item's schema-format key/value in place (or make it the item's error)."""
+    if not item.deferred or item.record is None:
+        return
+    try:
+        framed: dict[str, bytes | None] = {}
+        item.schema_info = {}
+        for side, obj in item.deferred.items():
+            framed[side], item.schema_info[side] = schema_rest.encode_v3(registry, topic, obj, side == "key")
+    except e.TopiclakeError as exc:
+        item.error, item.record = exc, None
+        return
+    record = item.record
+    item.record = dataclasses.replace(
+        record, key=framed.get("key", record.key), value=framed.get("value", record.value)
+    )
+    item.key_size = len(item.record.key or b"")
+    item.value_size = len(item.record.value or b"")
+
+
 def produce_items(
-    broker: Broker, metrics: GatewayMetrics, cluster_id: str, topic: str, items: Sequence[Parsed]
+    broker: Broker,
+    metrics: GatewayMetrics,
+    cluster_id: str,
+    topic: str,
+    items: Sequence[Parsed],
+    registry: Any = None,
 ) -> list[dict[str, Any]]:
     """Produce the good records of ``items`` with one ``broker.produce`` call (blocking).
 
     Returns one report per item, in order: Confluent's ``ProduceResponse`` or ``{"error_code", "message"}``.
     """
+    for item in items:
+        _serialize_deferred(registry, topic, item)
     started = time.perf_counter()
     reports: list[dict[str, Any]] = [confluent_body(it.error) if it.error else {} for it in items]
     good = [i for i, it in enumerate(items) if it.error is None and it.record is not None]
@@ -365,7 +404,15 @@ async def stream_reports(
                     break
                 item = queue.get_nowait()
             if batch:
-                reports = await run_in_threadpool(produce_items, broker, metrics, cluster_id, topic, batch)
+                reports = await run_in_threadpool(
+                    produce_items,
+                    broker,
+                    metrics,
+                    cluster_id,
+                    topic,
+                    batch,
+                    request.app.state.schema_registry,
+                )
                 yield b"".join(orjson.dumps(r) + b"\n" for r in reports)
             if isinstance(item, _End):
                 if item.error is not None:
@@ -424,7 +471,8 @@ async def produce_batch(
     if len(set(map(str, ids))) != len(ids):
         raise bad_request("the entry ids of a batch must be distinct")
     items = [parse_record(en, with_id=True) for en in entries]
-    reports = await run_in_threadpool(produce_items, broker, metrics, cluster_id, topic_name, items)
+    registry = request.app.state.schema_registry
+    reports = await run_in_threadpool(produce_items, broker, metrics, cluster_id, topic_name, items, registry)
     successes, failures = [], []
     for rid, report in zip(ids, reports, strict=True):
         if report.get("error_code") == 200:
