@@ -43,3 +43,6 @@ class GatewaySettings(BaseSettings):
     )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     broker: BrokerConfig = Field(default_factory=BrokerConfig, description="Broker id and tuning.")
+    console_sample_ms: int = Field(
+        10_000, ge=100, description="How often the web console (/ui) samples rates and lag for its charts."
+    )
