@@ -168,11 +168,16 @@ class Sampler:
             return sorted(n for n in self._series if n.startswith(prefix))
 
     def growing_lag(self, groups: Iterable[str], samples: int = 4) -> list[str]:
-        """Groups whose total lag rose in each of the last ``samples`` rounds (a stuck or slow consumer)."""
+        """Groups whose total lag rose over the last ``samples`` rounds and never fell in between (a
+        stuck or slow consumer; a consumer that keeps up brings its lag back down)."""
         out = []
         for group in groups:
-            values = self.series(f"lag:{group}")[-samples:]
-            if len(values) == samples and all(b[1] > a[1] for a, b in itertools.pairwise(values)):
+            values = [v for _, v in self.series(f"lag:{group}")[-samples:]]
+            if (
+                len(values) == samples
+                and values[-1] > values[0]
+                and all(b >= a for a, b in itertools.pairwise(values))
+            ):
                 out.append(group)
         return out
 
