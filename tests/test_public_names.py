@@ -28,6 +28,7 @@ PINNED: dict[str, list[str]] = {
         "validate_topic_name",
     ],
     "topiclake.api": ["create_app"],
+    "topiclake.console": ["mount", "register_decoder"],
     "topiclake.schemas": [
         "CATALOG_SCHEMA",
         "CREATE_TIME",

@@ -74,7 +74,12 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     """A gateway with two topics, records, a lagging group and a group with a member; the console samples
     every 0.3 s, and lag grows over the first samples."""
     gw, server, thread = start_gateway(
-        tmp_path_factory.mktemp("console"), settings_overrides={"console_sample_ms": 300}
+        tmp_path_factory.mktemp("console"),
+        settings_overrides={"console_sample_ms": 300},
+        compact_min_files=4,  # the broker's maintenance compacts orders' partitions: a job on /ui/jobs
+        maintenance_interval_ms=200,
+        vacuum_interval_ms=1000,
+        vacuum_retention_hours=0,
     )
     try:
         _seed(gw)

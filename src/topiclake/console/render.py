@@ -32,7 +32,7 @@ def formats() -> list[str]:
 
 
 def _hex(data: bytes) -> str:
-    return " ".join(data[i : i + 16].hex(" ") for i in range(0, len(data), 16))
+    return "\n".join(data[i : i + 16].hex(" ") for i in range(0, len(data), 16))
 
 
 def show(data: bytes | None, fmt: str, topic: str = "", is_key: bool = False) -> tuple[str, str]:

@@ -81,6 +81,7 @@ class Sampler:
         self.jobs = JobsSeen(broker.storage)
         self._series: dict[str, Series] = {}
         self._last: dict[str, tuple[float, float]] = {}
+        self._previous_round: float | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -125,6 +126,7 @@ class Sampler:
             for r in rows:
                 self._add(f"lag:{group.group_id}:{r.topic}:{r.partition}", now, float(r.lag))
         self.jobs.scan(t.name for t in self.broker.list_topics())
+        self._previous_round = now
 
     def _rates(self, kind: str, totals: dict[str, float], now: float) -> None:
         total = 0.0
@@ -136,6 +138,8 @@ class Sampler:
         with self._lock:
             previous = self._last.get(name)
             self._last[name] = (now, value)
+        if previous is None and self._previous_round is not None:
+            previous = (self._previous_round, 0.0)  # a topic first counted since the last round
         if previous is None or now <= previous[0]:
             rate = 0.0
         else:
