@@ -82,6 +82,9 @@ def test_every_page_loads_without_console_errors_and_fits(browser: Any, console:
         for name, path in PAGES.items():
             _open(browser, console, path)
             assert _fits(browser), f"{name} scrolls horizontally on a phone"
+            if SCREENSHOTS is not None and name == "group":
+                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                browser.save_screenshot(str(SCREENSHOTS / "phone-group.png"))
     finally:
         browser.set_window_size(1280, 900)
 

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 
 from topiclake.errors import StorageError
 from topiclake.platform import Storage
-from topiclake.platform.table_info import JobRun, job_runs, open_topic_table, read_history
+from topiclake.platform.table_info import JobRun, job_runs, open_topic_table, read_history, update
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,8 @@ class JobsSeen:
         self._lock = threading.Lock()
 
     def scan(self, topics: Iterable[str]) -> None:
-        """Read the commits of each topic made since the last scan (at most 100 per topic)."""
+        """Read the commits of each topic made since the last scan (at most 100 per topic; none when its
+        version did not move)."""
         for topic in topics:
             try:
                 self._scan(topic)
@@ -48,10 +49,10 @@ class JobsSeen:
         if dt is None:
             dt = self._tables[topic] = open_topic_table(self._storage, topic)
         seen = self._seen_version.get(topic, -1)
-        history = read_history(dt, 100)
-        version = dt.version()
+        version = update(dt)
         if version == seen:
-            return
+            return  # nothing new: no log file read
+        history = read_history(dt, min(version - seen, 100))
         self.remember(topic, job_runs([c for c in history if int(c.get("version", -1)) > seen]))
         self._seen_version[topic] = version
 

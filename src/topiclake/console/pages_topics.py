@@ -142,7 +142,7 @@ async def produce(
 @router.get("/jobs", response_class=HTMLResponse)
 def jobs(request: Request, broker: BrokerDep, sampler: SamplerDep) -> HTMLResponse:
     """The newest compaction, retention and VACUUM of every topic, and the command to run one."""
-    rows = views.topic_rows(broker, sampler)
+    rows = views.topic_rows(broker, sampler, history=100)
     commands = {t.info.name: views.job_commands(broker.storage.root, t.info.name) for t in rows}
     maintenance = {log.topic: log.maintainer.stats for log in broker.open_logs()}
     return page(request, "jobs.html", active="jobs", topics=rows, commands=commands, maintenance=maintenance)

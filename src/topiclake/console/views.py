@@ -129,12 +129,15 @@ def offline(meta: ClusterMetadata) -> list[PartitionState]:
     return [s for states in meta.partitions.values() for s in states if s.leader not in live]
 
 
-def topic_row(broker: Broker, info: TopicInfo, meta: ClusterMetadata, sampler: Sampler | None) -> TopicRow:
-    """A topic with its partitions' leaders and offsets, its table, and the newest job runs."""
+def topic_row(
+    broker: Broker, info: TopicInfo, meta: ClusterMetadata, sampler: Sampler | None, history: int = 100
+) -> TopicRow:
+    """A topic with its partitions' leaders and offsets, its table, and the newest job runs (from the
+    sampler and the last ``history`` commits of the table)."""
     error = None
     table: TableDescription | None = None
     try:
-        table = describe_table(broker.storage, info.name)
+        table = describe_table(broker.storage, info.name, history if sampler is not None else 100)
     except TopiclakeError as exc:
         error = exc.message
     rows = []
@@ -171,16 +174,16 @@ def _merge_jobs(table: TableDescription | None, seen: dict[str, JobRun]) -> dict
     return out
 
 
-def topic_rows(broker: Broker, sampler: Sampler | None) -> list[TopicRow]:
-    """Every topic, by name."""
+def topic_rows(broker: Broker, sampler: Sampler | None, history: int = 0) -> list[TopicRow]:
+    """Every topic, by name (job runs from the sampler only, unless ``history`` commits are to be read)."""
     meta = broker.metadata()
-    return [topic_row(broker, info, meta, sampler) for info in broker.list_topics()]
+    return [topic_row(broker, info, meta, sampler, history) for info in broker.list_topics()]
 
 
 def overview(broker: Broker, sampler: Sampler | None, assets_missing: list[str]) -> Overview:
     """The overview page: brokers, totals, warnings."""
     meta = broker.metadata()
-    topics = [topic_row(broker, info, meta, sampler) for info in broker.list_topics()]
+    topics = [topic_row(broker, info, meta, sampler, 0) for info in broker.list_topics()]
     warnings = [
         f"partition {s.topic}/{s.partition} is offline: its leader {s.leader} is not a live broker"
         for s in offline(meta)

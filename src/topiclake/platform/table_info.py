@@ -126,21 +126,35 @@ def open_topic_table(storage: Storage, topic: str) -> DeltaTable:
         raise StorageError(f"cannot open the table of topic {topic}: {exc}", uri=uri) from exc
 
 
-def read_history(dt: DeltaTable, limit: int) -> list[dict[str, Any]]:
-    """The last ``limit`` commits of a table, newest first; a log cleaned meanwhile gives fewer.
+def update(dt: DeltaTable) -> int:
+    """Bring a handle to the table's newest version and return it.
 
     Raises:
         StorageError: The log cannot be read.
     """
     try:
         dt.update_incremental()
+        return dt.version()
+    except (DeltaError, OSError) as exc:
+        raise StorageError(f"cannot read the log of {dt.table_uri}: {exc}") from exc
+
+
+def read_history(dt: DeltaTable, limit: int) -> list[dict[str, Any]]:
+    """The last ``limit`` commits up to the handle's version, newest first; a log cleaned meanwhile
+    gives fewer.
+
+    Raises:
+        StorageError: The log cannot be read.
+    """
+    try:
         return list(dt.history(limit))
     except (DeltaError, OSError) as exc:
         raise StorageError(f"cannot read the history of {dt.table_uri}: {exc}") from exc
 
 
 def describe_table(storage: Storage, topic: str, history: int = 100) -> TableDescription:
-    """Version, files per partition and the job runs in the last ``history`` commits of a topic table.
+    """Version, files per partition and the job runs in the last ``history`` commits (0: none read) of a
+    topic table.
 
     Raises:
         StorageError: The table cannot be read.
@@ -148,7 +162,7 @@ def describe_table(storage: Storage, topic: str, history: int = 100) -> TableDes
     dt = open_topic_table(storage, topic)
     try:
         index = build_index(dt, storage.filesystem(storage.topic_uri(topic)))
-        commits = list(dt.history(history))
+        commits = list(dt.history(history)) if history > 0 else []
     except (DeltaError, OSError) as exc:
         raise StorageError(f"cannot read the table of topic {topic}: {exc}") from exc
     parts = {
