@@ -149,6 +149,22 @@ def test_topics_and_topic_page_show_partitions_offsets_and_the_delta_side(
     assert _errors(browser) == []
 
 
+def test_a_topic_is_created_from_the_form(browser: Any, console: Console) -> None:
+    _open(browser, console, "/ui/topics")
+    form = browser.find_element(By.ID, "create-topic")
+    form.find_element(By.NAME, "name").send_keys("made-in-the-console")
+    partitions = form.find_element(By.NAME, "partitions")
+    partitions.clear()
+    partitions.send_keys("2")
+    form.find_element(By.NAME, "retention_ms").send_keys("3600000")
+    form.find_element(By.TAG_NAME, "button").click()
+    _wait(browser, 10).until(lambda b: b.current_url.endswith("/ui/topics/made-in-the-console"))
+    described = console.api("/v1/topics/made-in-the-console")
+    assert described["partitions"] == 2 and described["configs"]["retention.ms"] == "3600000"
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == 2
+    assert _errors(browser) == []
+
+
 def test_topic_configs_are_editable(browser: Any, console: Console) -> None:
     _open(browser, console, "/ui/topics/sensor-readings")
     form = browser.find_element(By.CSS_SELECTOR, 'tr[data-config="retention.ms"] form')

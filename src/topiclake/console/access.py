@@ -12,8 +12,9 @@ from fastapi import Request
 
 ANONYMOUS = "anonymous"
 
-# Kafka's ACL operations the console checks, on resources like "topic:orders" or "group:billing".
-ACTIONS = ("Describe", "Read", "Write", "AlterConfigs", "Delete")
+# Kafka's ACL operations the console checks, on resources like "topic:orders", "group:billing" or
+# "cluster".
+ACTIONS = ("Describe", "Read", "Write", "Create", "AlterConfigs", "Delete")
 
 
 def principal(request: Request) -> str:

@@ -50,6 +50,8 @@ class JobsSeen:
             dt = self._tables[topic] = open_topic_table(self._storage, topic)
         seen = self._seen_version.get(topic, -1)
         version = update(dt)
+        if version < seen:  # the topic was deleted and made again
+            seen = -1
         if version == seen:
             return  # nothing new: no log file read
         history = read_history(dt, min(version - seen, 100))

@@ -12,7 +12,8 @@ from starlette.concurrency import run_in_threadpool
 from topiclake.console import access, render
 from topiclake.console.browse import From, browse, tail
 from topiclake.console.common import BrokerDep, page
-from topiclake.errors import TopiclakeError
+from topiclake.errors import NotLeader, TopiclakeError
+from topiclake.platform import Broker
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -30,6 +31,16 @@ def _timestamp_ms(text: str) -> int | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
     return int(parsed.timestamp() * 1000)
+
+
+def _leader_link(broker: Broker, request: Request, exc: NotLeader) -> str | None:
+    """The same page on the console of the broker that leads the partition, if metadata knows it."""
+    state = broker.metadata().partition(str(exc.details.get("topic")), int(exc.details.get("partition", -1)))
+    leader = broker.metadata().broker(state.leader) if state is not None else None
+    if leader is None:
+        return None
+    query = f"?{request.url.query}" if request.url.query else ""
+    return f"http://{leader.host}:{leader.port}{request.url.path}{query}"
 
 
 def _positions(text: str) -> dict[int, int]:
@@ -92,6 +103,8 @@ async def messages(
             format,
             key,
         )
+    except NotLeader as exc:  # in a cluster: send the reader to the partition's leader's console
+        return page(request, "_message.html", 409, error=exc.message, link=_leader_link(broker, request, exc))
     except TopiclakeError as exc:
         return page(request, "_message.html", 404, error=exc.message)
     except ValueError as exc:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from topiclake.console import access, views
@@ -29,6 +30,30 @@ def overview(request: Request, broker: BrokerDep, sampler: SamplerDep) -> HTMLRe
 def topics(request: Request, broker: BrokerDep, sampler: SamplerDep) -> HTMLResponse:
     """Every topic with partitions, replication, retention, size and files."""
     return page(request, "topics.html", active="topics", topics=views.topic_rows(broker, sampler))
+
+
+@router.post("/topics", response_model=None)
+def create_topic(
+    request: Request,
+    broker: BrokerDep,
+    sampler: SamplerDep,
+    name: str = Form(...),
+    partitions: int = Form(1),
+    retention_ms: str = Form(""),
+    cleanup_policy: str = Form("delete"),
+) -> Response:
+    """Create a topic (and its table) from the form, then show it."""
+    if not access.allowed(request, "Create", "cluster"):
+        return page(request, "_message.html", 403, error="not allowed to create topics")
+    configs: dict[str, str | int] = {"cleanup.policy": cleanup_policy}
+    if retention_ms.strip():
+        configs["retention.ms"] = retention_ms.strip()
+    try:
+        broker.create_topic(name.strip(), partitions, configs)
+    except TopiclakeError as exc:
+        rows = views.topic_rows(broker, sampler)
+        return page(request, "topics.html", 400, active="topics", topics=rows, create_error=exc.message)
+    return RedirectResponse(f"/ui/topics/{quote(name.strip())}", status_code=303)
 
 
 def _topic_page(
