@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import SCREENSHOTS, Console
+from console_harness import SCREENSHOTS, Console
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
