@@ -92,4 +92,8 @@ def test_console_without_its_libraries_says_so_and_still_serves_pages(bare_gatew
         assert "scripts are not installed" in page.text, path
         assert "/ui/vendor/" not in page.text, path  # nothing that would 404 in the browser
     assert httpx.get(f"{gw.url}/ui/vendor/htmx.min.js").status_code == 404
+    hostile = {"key": "<b>k</b>", "value": "<script>alert(1)</script>"}
+    gw.client.post("/v1/topics/t/records?encoding=string", json={"records": [hostile]}).raise_for_status()
+    shown = gw.client.get("/ui/topics/t/messages").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown and "<script>alert" not in shown  # escaped
     assert gw.client.get("/healthz").status_code == 200
