@@ -295,3 +295,16 @@ def test_jobs_page_shows_the_jobs_of_every_topic_with_the_commands(browser: Any,
     )
     _screenshot(browser, "jobs")
     assert _errors(browser) == []
+
+
+def test_a_group_is_deleted_from_its_page(browser: Any, console: Console) -> None:
+    offsets = [{"topic": "orders", "partition": 0, "offset": 1}]
+    console.gw.client.post("/v1/groups/short-lived/offsets", json={"offsets": offsets}).raise_for_status()
+    _open(browser, console, "/ui/groups/short-lived")
+    browser.find_element(By.CSS_SELECTOR, "#delete button").click()
+    _wait(browser, 5).until(ec.alert_is_present()).accept()  # "Delete group ...?"
+    _wait(browser, 10).until(lambda b: b.current_url.endswith("/ui/groups"))
+    assert not browser.find_elements(By.CSS_SELECTOR, '#groups tr[data-group="short-lived"]')
+    gone = console.gw.client.get("/v1/groups/short-lived/offsets")
+    assert gone.status_code == 404 or gone.json()["offsets"] == []
+    assert _errors(browser) == []
