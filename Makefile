@@ -4,11 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 JARS_STAMP := $(VENV)/.jars-stamp
+CONSOLE_VENDOR := src/topiclake/console/vendor
+CONSOLE_STAMP := $(VENV)/.console-vendor-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format bench bench-smoke bench-sustained bench-report clean tools-wrk bench-cluster
+.PHONY: install browser run test lint format bench bench-smoke bench-sustained bench-report clean tools-wrk bench-cluster
 
-install: $(STAMP) $(JARS_STAMP)
+install: $(STAMP) $(JARS_STAMP) $(CONSOLE_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,10 +23,22 @@ $(JARS_STAMP): $(STAMP)
 	$(PY) -m topiclake.jobs.jars resolve
 	touch $@
 
+# The web console's browser libraries (htmx, uPlot), pinned by package-lock.json, into a node_modules/ that is
+# not committed; the broker serves them at /ui/vendor/. Without npm the console says what is missing.
+$(CONSOLE_STAMP): $(STAMP) $(CONSOLE_VENDOR)/package.json $(CONSOLE_VENDOR)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(CONSOLE_VENDOR) --no-audit --no-fund --ignore-scripts; \
+	else echo "npm not found: the console at /ui will run without charts and live updates"; fi
+	touch $@
+
+# Headless Chromium and its driver (Debian's packages) for the console's browser tests (tests/console).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
+
 run: install
 	$(VENV)/bin/topiclake serve
 
-test: install tools-wrk
+test: install browser tools-wrk
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install

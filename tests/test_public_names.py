@@ -63,6 +63,7 @@ PINNED: dict[str, list[str]] = {
         "error_from_body",
         "parse_bootstrap_servers",
     ],
+    "topiclake.console": ["mount", "register_decoder"],
     "topiclake.schemas": [
         "CATALOG_SCHEMA",
         "CREATE_TIME",

@@ -51,3 +51,6 @@ class GatewaySettings(BaseSettings):
         "partition leaders). Off: this process leads every partition alone, as a library Broker does.",
     )
     broker: BrokerConfig = Field(default_factory=BrokerConfig, description="Broker id and tuning.")
+    console_sample_ms: int = Field(
+        10_000, ge=100, description="How often the web console (/ui) samples rates and lag for its charts."
+    )

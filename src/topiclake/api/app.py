@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 import topiclake
+from topiclake import console
 from topiclake.api import errors
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.deps import advertised
@@ -134,4 +135,5 @@ def create_app(
         rest_v3_groups,
     ):
         app.include_router(module.router)
+    console.mount(app, settings.console_sample_ms / 1000)  # the web console at /ui (docs/console.md)
     return app
