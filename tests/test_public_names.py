@@ -46,6 +46,7 @@ PINNED: dict[str, list[str]] = {
         "TOPIC_TABLE_PROPERTIES",
     ],
     "topiclake.jobs": ["get_spark"],
+    "topiclake.objectstore": ["LocalS3Server", "OPS", "ProxyProcess", "S3Proxy", "classify", "prometheus_text"],
     "topiclake.spark": ["register"],
 }
 
