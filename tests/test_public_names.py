@@ -46,7 +46,14 @@ PINNED: dict[str, list[str]] = {
         "TOPIC_TABLE_PROPERTIES",
     ],
     "topiclake.jobs": ["get_spark"],
-    "topiclake.objectstore": ["LocalS3Server", "OPS", "ProxyProcess", "S3Proxy", "classify", "prometheus_text"],
+    "topiclake.objectstore": [
+        "LocalS3Server",
+        "OPS",
+        "ProxyProcess",
+        "S3Proxy",
+        "classify",
+        "prometheus_text",
+    ],
     "topiclake.spark": ["register"],
 }
 

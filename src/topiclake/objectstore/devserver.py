@@ -49,10 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     from werkzeug.serving import make_server
 
+    class Handler(MotoRequestHandler):  # type: ignore[misc]
+        disable_nagle_algorithm = True  # headers and body are separate writes
+
     app = DomainDispatcherApplication(create_backend_app)
-    server = make_server(
-        "127.0.0.1", args.port, _serialised(app), threaded=True, request_handler=MotoRequestHandler
-    )
+    server = make_server("127.0.0.1", args.port, _serialised(app), threaded=True, request_handler=Handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     sys.stdout.write(f"{_READY}http://127.0.0.1:{server.server_port}\n")
     sys.stdout.flush()

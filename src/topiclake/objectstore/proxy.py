@@ -65,6 +65,7 @@ def classify(method: str, path_and_query: str, headers: Mapping[str, str]) -> st
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: without it each waits ~40 ms
     server: _Server
 
     def log_message(self, format: str, *args: object) -> None:
@@ -249,6 +250,7 @@ class S3Proxy:
             for i, (status, code, only) in enumerate(self._errors):
                 if only is None or only == op:
                     del self._errors[i]
+                    self._counts["injected_errors"] += 1
                     return status, code
         return None
 
@@ -357,6 +359,11 @@ def prometheus_text(counts: Mapping[str, int]) -> str:
         "# TYPE topiclake_object_store_requests_total counter",
     ]
     lines += [f'topiclake_object_store_requests_total{{op="{op}"}} {counts.get(op, 0)}' for op in OPS]
+    lines += [
+        "# HELP topiclake_object_store_injected_errors_total Errors the proxy answered instead of the store",
+        "# TYPE topiclake_object_store_injected_errors_total counter",
+        f"topiclake_object_store_injected_errors_total {counts.get('injected_errors', 0)}",
+    ]
     return "\n".join(lines) + "\n"
 
 

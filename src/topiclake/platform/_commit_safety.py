@@ -86,7 +86,7 @@ def verify_conditional_put(root: str, options: Mapping[str, str]) -> bool:
     parsed = urlparse(root)
     if parsed.scheme not in S3_SCHEMES:
         return True
-    key = (f"{parsed.scheme}://{parsed.netloc}", _option(options, "AWS_ENDPOINT_URL", "endpoint") or "")
+    key = (f"{parsed.scheme}://{parsed.netloc}", _credential(options, "AWS_ENDPOINT_URL", "endpoint") or "")
     with _lock:
         safe = _verified.get(key)
         if safe is None:
@@ -119,7 +119,7 @@ def _credential(options: Mapping[str, str], *names: str) -> str | None:
 
 def _probe(root: str, options: Mapping[str, str]) -> bool:
     """Two signed ``PUT``s of one new key with ``If-None-Match: *``: the second must answer 412."""
-    endpoint = _option(options, "AWS_ENDPOINT_URL", "aws_endpoint", "endpoint", "endpoint_url")
+    endpoint = _credential(options, "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "aws_endpoint", "endpoint")
     if not endpoint:
         logger.info("%s: AWS S3 (conditional writes since 2024-08), no probe", root)
         return True
