@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     from werkzeug.serving import make_server
 
-    class Handler(MotoRequestHandler):  # type: ignore[misc]
+    class Handler(MotoRequestHandler):
         disable_nagle_algorithm = True  # headers and body are separate writes
 
     app = DomainDispatcherApplication(create_backend_app)
