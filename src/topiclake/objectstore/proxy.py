@@ -149,6 +149,10 @@ class _Server(ThreadingHTTPServer):
         self.proxy = proxy
         super().__init__(address, _Handler)
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        # a client gone mid-answer (a killed broker, a dropped connection while down): not the proxy's fault
+        logger.debug("proxy: connection from %s failed", client_address, exc_info=True)
+
 
 class S3Proxy:
     """A reverse proxy on 127.0.0.1 in front of an S3 API endpoint, counting requests by operation.
