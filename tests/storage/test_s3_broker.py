@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import S3Warehouse
+from s3_harness import S3Warehouse
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 

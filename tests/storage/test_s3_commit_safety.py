@@ -14,8 +14,8 @@ import threading
 
 import pyarrow as pa
 import pytest
-from conftest import S3Warehouse
 from deltalake import CommitProperties, DeltaTable, write_deltalake
+from s3_harness import S3Warehouse
 
 from topiclake.errors import StorageError
 from topiclake.platform import Storage, _commit_safety

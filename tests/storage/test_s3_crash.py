@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from _s3_checks import check_acked, check_log, table_rows
-from conftest import S3Warehouse
+from s3_harness import S3Warehouse
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 

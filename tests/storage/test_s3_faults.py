@@ -12,7 +12,7 @@ import threading
 import time
 
 from _s3_checks import check_acked, check_log, table_rows
-from conftest import S3Warehouse
+from s3_harness import S3Warehouse
 
 from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker, BrokerConfig, Record, Storage

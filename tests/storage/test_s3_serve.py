@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 import httpx
 import pytest
-from conftest import S3Warehouse
+from s3_harness import S3Warehouse
 
 pytestmark = pytest.mark.slow
 
