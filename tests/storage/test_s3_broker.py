@@ -33,3 +33,17 @@ def test_produce_fetch_group_commit_and_restart_from_the_bucket(s3: S3Warehouse)
         assert total == 20
         more = again.produce("orders", [Record(key=b"k0", value=b"after")])
         assert more[0].offset == len(by_partition[more[0].partition])
+
+
+def test_delete_topic_removes_its_objects_and_keeps_its_neighbours(s3: S3Warehouse) -> None:
+    storage = Storage(s3.uri, s3.options)
+    with Broker(storage, BrokerConfig(linger_ms=1)) as broker:
+        for name in ("logs", "logs2"):  # "logs" is a prefix of "logs2": deleting one must not touch the other
+            broker.create_topic(name, partitions=1)
+            broker.produce(name, [Record(value=b"x")])
+        broker.delete_topic("logs")
+        assert not storage.is_table(storage.topic_uri("logs"))
+        assert storage.is_table(storage.topic_uri("logs2"))
+        assert broker.fetch("logs2", 0, 0).records.num_rows == 1
+        broker.create_topic("logs", partitions=1)  # a new topic of the same name starts empty, at offset 0
+        assert broker.produce("logs", [Record(value=b"y")])[0].offset == 0
