@@ -52,6 +52,7 @@ PINNED: dict[str, list[str]] = {
         "ProxyProcess",
         "S3Proxy",
         "classify",
+        "counting_endpoint",
         "prometheus_text",
     ],
     "topiclake.spark": ["register"],

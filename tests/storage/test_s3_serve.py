@@ -37,11 +37,11 @@ def _aws_env(s3: S3Warehouse) -> dict[str, str]:
 
 
 @contextmanager
-def _gateway(s3: S3Warehouse) -> Iterator[str]:
+def _gateway(s3: S3Warehouse, **extra_env: str) -> Iterator[str]:
     port = _free_port()
     cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", s3.uri, "--port", str(port)]
     proc = subprocess.Popen(
-        cmd, env=_aws_env(s3), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, env={**_aws_env(s3), **extra_env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -98,3 +98,18 @@ def test_serve_on_s3_with_aws_environment_and_the_cli(s3: S3Warehouse) -> None:
         _cli(base, "produce", "orders", stdin="after\n")
         lag = json.loads(_cli(base, "groups", "lag", "billing", "--json"))
         assert lag["total_lag"] == 1
+
+
+def test_gateway_counts_object_store_requests_on_metrics(s3: S3Warehouse) -> None:
+    with _gateway(s3, TOPICLAKE_COUNT_OBJECT_STORE_REQUESTS="true") as base:
+        _cli(base, "topics", "create", "counted", "--partitions", "1")
+        before = s3.proxy.counts().get("PUT", 0)
+        _cli(base, "produce", "counted", stdin="a\nb\n")
+        assert s3.proxy.counts().get("PUT", 0) > before  # the gateway's own proxy forwards to the store
+        text = httpx.get(f"{base}/metrics").text
+        puts = [
+            line
+            for line in text.splitlines()
+            if line.startswith('topiclake_object_store_requests_total{op="PUT"}')
+        ]
+        assert puts and float(puts[0].split()[-1]) >= 2  # the data file and the log entry, at least

@@ -23,6 +23,7 @@ from topiclake.api.routes import (
     rest_v3,
     rest_v3_groups,
 )
+from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
 from topiclake.settings import GatewaySettings
@@ -55,7 +56,10 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own = broker is None
         if broker is None:
-            storage = Storage(settings.warehouse, settings.storage_options, fsync=settings.broker.fsync)
+            options = settings.storage_options
+            if settings.count_object_store_requests:
+                metrics.object_store, options = counting_endpoint(options)
+            storage = Storage(settings.warehouse, options, fsync=settings.broker.fsync)
             app.state.broker = Broker(storage, settings.broker)
         else:
             app.state.broker = broker
@@ -81,6 +85,8 @@ def create_app(settings: GatewaySettings | None = None, broker: Broker | None = 
             app.state.consumer_instances.close()  # instances commit (with auto commit) and leave
             if own:
                 app.state.broker.close()
+            if metrics.object_store is not None:
+                metrics.object_store.stop()
 
     app = FastAPI(
         title="topiclake",
