@@ -16,11 +16,10 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
-from deltalake.fs import DeltaStorageHandler
 
 from topiclake.errors import StorageError
 from topiclake.platform._commit_safety import check_options, verify_conditional_put
-from topiclake.platform._object_fs import delete_prefix
+from topiclake.platform._object_fs import ObjectStoreHandler, delete_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +107,7 @@ class Storage:
         """Return a pyarrow filesystem rooted at ``table_uri``, for reading the table's data files."""
         if self.is_local:
             return pafs.SubTreeFileSystem(table_uri, pafs.LocalFileSystem())
-        return pafs.PyFileSystem(DeltaStorageHandler(table_uri, self.storage_options))
+        return pafs.PyFileSystem(ObjectStoreHandler(table_uri, self.storage_options))
 
     def delete_tree(self, uri: str) -> None:
         """Delete everything below ``uri`` (a table directory)."""
