@@ -82,6 +82,15 @@ PINNED: dict[str, list[str]] = {
         "TOPIC_TABLE_PROPERTIES",
     ],
     "topiclake.jobs": ["get_spark"],
+    "topiclake.objectstore": [
+        "LocalS3Server",
+        "OPS",
+        "ProxyProcess",
+        "S3Proxy",
+        "classify",
+        "counting_endpoint",
+        "prometheus_text",
+    ],
     "topiclake.spark": ["register"],
     "topiclake.schema_registry": [
         "LEVELS",

@@ -24,6 +24,11 @@ class GatewaySettings(BaseSettings):
     storage_options: dict[str, str] = Field(
         default_factory=dict, description="Options for the object store (credentials, endpoint, region)."
     )
+    count_object_store_requests: bool = Field(
+        False,
+        description="Run a counting proxy in front of the warehouse's plain-HTTP S3 endpoint and export "
+        "topiclake_object_store_requests_total{op} on /metrics (docs/object-storage.md).",
+    )
     host: str = Field("127.0.0.1", description="Address the gateway listens on.")
     port: int = Field(8082, ge=0, le=65535, description="Port the gateway listens on (the REST Proxy's).")
     schema_registry_port: int = Field(

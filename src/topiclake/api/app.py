@@ -28,6 +28,7 @@ from topiclake.api.routes import (
     rest_v3_groups,
 )
 from topiclake.errors import TopiclakeError
+from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
 from topiclake.schema_registry import SchemaRegistry, serde
@@ -69,7 +70,10 @@ def create_app(
         own = broker is None
         forwarder: HttpForwarder | None = None
         if broker is None:
-            storage = Storage(settings.warehouse, settings.storage_options, fsync=settings.broker.fsync)
+            options = settings.storage_options
+            if settings.count_object_store_requests:
+                metrics.object_store, options = counting_endpoint(options)
+            storage = Storage(settings.warehouse, options, fsync=settings.broker.fsync)
             if settings.cluster:
                 forwarder = HttpForwarder(settings.broker.broker_id)
             app.state.broker = Broker(storage, settings.broker, forwarder=forwarder)
@@ -111,6 +115,8 @@ def create_app(
                 app.state.broker.close()
             if forwarder is not None:
                 forwarder.close()
+            if metrics.object_store is not None:
+                metrics.object_store.stop()
 
     app = FastAPI(
         title="topiclake",

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from topiclake.objectstore import OPS, ProxyProcess
 from topiclake.platform import Broker
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -50,12 +51,34 @@ class _PartitionCollector(Collector):
         yield fences
 
 
+class _ObjectStoreCollector(Collector):
+    """Requests to the object store, read from the gateway's counting proxy at scrape time."""
+
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        proxy = self._metrics.object_store
+        if proxy is None:
+            return
+        family = CounterMetricFamily(
+            "topiclake_object_store_requests",
+            "Requests to the object store by S3 operation, counted by the proxy in front of it",
+            labels=["op"],
+        )
+        counts = proxy.counts()
+        for op in OPS:
+            family.add_metric([op], counts.get(op, 0))
+        yield family
+
+
 class GatewayMetrics:
     """The metrics registry of one app (one per app, so tests can run several apps in one process)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.broker: Broker | None = None
+        self.object_store: ProxyProcess | None = None  # TOPICLAKE_COUNT_OBJECT_STORE_REQUESTS
         self.requests = Counter(
             "topiclake_http_requests",
             "HTTP requests by route template and status",
@@ -92,6 +115,7 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self.registry.register(_PartitionCollector(self))
+        self.registry.register(_ObjectStoreCollector(self))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

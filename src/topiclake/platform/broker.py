@@ -71,6 +71,7 @@ class Broker:
         self, storage: Storage, config: BrokerConfig | None = None, *, forwarder: Forwarder | None = None
     ) -> None:
         self.storage = storage
+        storage.verify_commit_safety()  # object storage: refuse a store that cannot fence two writers
         self.config = config or BrokerConfig()
         self.catalog = TopicCatalog(storage)
         self.budget = MemoryBudget(self.config.buffer_max_bytes)

@@ -16,9 +16,10 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
-from deltalake.fs import DeltaStorageHandler
 
 from topiclake.errors import StorageError
+from topiclake.platform._commit_safety import check_options, verify_conditional_put
+from topiclake.platform._object_fs import ObjectStoreHandler, delete_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,12 @@ class Storage:
         uri: Local path, ``file://`` URI, or object-store URI (``s3://bucket/prefix``, ``abfss://...``).
         storage_options: Options passed to delta-rs (credentials, endpoint, region, ...).
         fsync: On a local warehouse, fsync each new data file and log entry (delta-rs does not), so an
-            acknowledged commit survives an OS crash, not only a process crash.
+            acknowledged commit survives an OS crash, not only a process crash. Refused on object stores,
+            where a commit is durable once the store acknowledged it.
+
+    Raises:
+        StorageError: An unsupported scheme, or settings that cannot hold there (fsync on an object store,
+            conditional put disabled on S3).
     """
 
     def __init__(
@@ -55,7 +61,8 @@ class Storage:
     ) -> None:
         self.root, self.is_local = _normalize_root(uri)
         self.storage_options: dict[str, str] = dict(storage_options or {})
-        self.fsync = fsync and self.is_local
+        check_options(self.root, self.storage_options, fsync=fsync, is_local=self.is_local)
+        self.fsync = fsync
         if self.is_local:
             Path(self.root).mkdir(parents=True, exist_ok=True)
 
@@ -78,6 +85,17 @@ class Storage:
         """Return storage options for delta-rs, or None when there are none."""
         return self.storage_options or None
 
+    def verify_commit_safety(self) -> bool:
+        """Check once per process and bucket that the store keeps concurrent commits apart (for writers).
+
+        On S3 a probe checks that the store honours ``If-None-Match``; other stores need nothing.
+        Returns False only when it does not and the user accepted that (``AWS_S3_ALLOW_UNSAFE_RENAME``).
+
+        Raises:
+            StorageError: The store cannot keep two writers apart and the user did not accept it.
+        """
+        return verify_conditional_put(self.root, self.storage_options)
+
     def is_table(self, uri: str) -> bool:
         """Whether a Delta table exists at ``uri``."""
         try:
@@ -89,7 +107,7 @@ class Storage:
         """Return a pyarrow filesystem rooted at ``table_uri``, for reading the table's data files."""
         if self.is_local:
             return pafs.SubTreeFileSystem(table_uri, pafs.LocalFileSystem())
-        return pafs.PyFileSystem(DeltaStorageHandler(table_uri, self.storage_options))
+        return pafs.PyFileSystem(ObjectStoreHandler(table_uri, self.storage_options))
 
     def delete_tree(self, uri: str) -> None:
         """Delete everything below ``uri`` (a table directory)."""
@@ -97,7 +115,7 @@ class Storage:
             if self.is_local:
                 shutil.rmtree(uri, ignore_errors=True)
             else:
-                DeltaStorageHandler(uri, self.storage_options).delete_root_dir_contents()
+                delete_prefix(uri, self.storage_options)
         except OSError as exc:
             raise StorageError(f"cannot delete {uri}: {exc}", uri=uri) from exc
         logger.info("deleted %s", uri)

@@ -89,6 +89,7 @@ class TopicWriter:
 
     def __init__(self, storage: Storage, topic: str, partitioner: Partitioner | None = None) -> None:
         self._storage = storage
+        storage.verify_commit_safety()
         self.topic = topic
         self.info: TopicInfo = TopicCatalog(storage).get(topic)
         self.uri = storage.topic_uri(topic)
