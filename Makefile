@@ -50,13 +50,15 @@ format: install
 	$(VENV)/bin/ruff check --fix src tests bench
 	$(VENV)/bin/ruff format src tests bench
 
-bench: install
+bench: install tools-wrk
 	$(PY) bench/core_commit.py
 	$(PY) bench/http_bench.py
+	$(PY) bench/http_wrk.py
 
-bench-smoke: install
+bench-smoke: install tools-wrk
 	$(PY) bench/core_commit.py --smoke
 	$(PY) bench/http_bench.py --smoke
+	$(PY) bench/http_wrk.py --smoke
 	$(PY) bench/sustained.py --smoke
 
 # Publish bench/results/*.md (not committed) to docs/benchmarks.md (committed, linked from the README).

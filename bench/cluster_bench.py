@@ -26,8 +26,6 @@ import argparse
 import json
 import logging
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +38,7 @@ import httpx
 import orjson
 
 import _common
+import _wrk
 from _common import GatewayProcess, percentile
 from topiclake.client import TopiclakeClient
 
@@ -48,27 +47,6 @@ PARTITIONS = 6
 VALUE_BYTES = 100
 WORKLOADS = ((1, 32), (1000, 8))  # (records per request, connections in all)
 SIZES = (1, 2, 3)
-WRK_MARK = "WRKJSON "
-
-LUA = """
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = [==[%(body)s]==]
-local paths = {%(paths)s}
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format(nil, paths[(n %% #paths) + 1])
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    '%(mark)s{"requests": %%d, "duration_us": %%d, "connect": %%d, "read": %%d, "write": %%d, ' ..
-    '"status": %%d, "timeout": %%d, "p50_us": %%d, "p99_us": %%d, "max_us": %%d}\\n',
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-    latency:percentile(50), latency:percentile(99), latency.max))
-end
-"""
 
 
 @dataclass
@@ -180,20 +158,10 @@ def body(batch: int) -> str:
 def run_wrk(
     url: str, partitions: list[int], batch: int, connections: int, seconds: float, root: Path
 ) -> subprocess.Popen[str]:
-    paths = ", ".join(f'"/v1/topics/{TOPIC}/records?partition={p}&acks=all"' for p in partitions)
-    script = root / f"produce-{batch}-{url.rsplit(':', 1)[1]}.lua"
-    script.write_text(LUA % {"body": body(batch), "paths": paths, "mark": WRK_MARK})
-    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s"]
-    cmd += ["-s", str(script), url]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def wrk_result(proc: subprocess.Popen[str]) -> dict[str, int]:
-    out, _ = proc.communicate(timeout=120)
-    for line in out.splitlines():
-        if line.startswith(WRK_MARK):
-            return dict(json.loads(line[len(WRK_MARK) :]))
-    raise RuntimeError(f"wrk gave no result (exit {proc.returncode}):\n{out[-2000:]}")
+    paths = [f"/v1/topics/{TOPIC}/records?partition={p}&acks=all" for p in partitions]
+    name = f"produce-{batch}-{url.rsplit(':', 1)[1]}"
+    headers = {"Content-Type": "application/json"}
+    return _wrk.start(url, paths, body(batch).encode(), root, name, connections, seconds, headers=headers)
 
 
 def split(connections: int, shares: dict[int, int]) -> dict[int, int]:
@@ -214,10 +182,10 @@ def bench_produce(
     procs = [
         run_wrk(cluster.brokers[b].url, ps, batch, conns[b], seconds, root) for b, ps in by_broker.items()
     ]
-    outs = [wrk_result(p) for p in procs]
-    requests = sum(o["requests"] for o in outs)
-    secs = max(o["duration_us"] for o in outs) / 1e6
-    errors = sum(o[k] for o in outs for k in ("connect", "read", "write", "status", "timeout"))
+    outs = [_wrk.result(p) for p in procs]
+    requests = sum(o.requests for o in outs)
+    secs = max(o.seconds for o in outs)
+    errors = sum(o.errors for o in outs)
     ok = max(0, requests - errors)
     return Result(
         name=f"produce_b{batch}",
@@ -231,9 +199,9 @@ def bench_produce(
         seconds=round(secs, 3),
         records_per_s=round(ok * batch / secs, 1) if secs else 0.0,
         requests_per_s=round(requests / secs, 1) if secs else 0.0,
-        p50_ms=max(o["p50_us"] for o in outs) / 1000,
-        p99_ms=max(o["p99_us"] for o in outs) / 1000,
-        max_ms=max(o["max_us"] for o in outs) / 1000,
+        p50_ms=max(o.p50_ms for o in outs),
+        p99_ms=max(o.p99_ms for o in outs),
+        max_ms=max(o.max_ms for o in outs),
         errors=errors,
     )
 
@@ -331,12 +299,6 @@ def markdown(results: list[Result], facts: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def wrk_version() -> str:
-    out = subprocess.run(["wrk", "--version"], capture_output=True, text=True, check=False)
-    match = re.search(r"wrk (\S+)", out.stdout + out.stderr)
-    return match.group(1) if match else "?"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--smoke", action="store_true", help="a few seconds per cluster size, one kill")
@@ -346,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    if shutil.which("wrk") is None:
+    if not _wrk.available():
         print("wrk is not installed: `make bench-cluster` installs it (apt-get install wrk)", file=sys.stderr)
         return 2
     seconds = 1.0 if args.smoke else args.seconds
@@ -378,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "cluster.json").write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
     facts = _common.machine(
-        wrk=wrk_version(), seconds=str(seconds), value_bytes=str(VALUE_BYTES), partitions=str(PARTITIONS)
+        wrk=_wrk.version(), seconds=str(seconds), value_bytes=str(VALUE_BYTES), partitions=str(PARTITIONS)
     )
     facts["load"] = f"wrk -t1 per broker; shared {os.cpu_count()}-core machine, brokers and wrk on it"
     table = markdown(results, facts)

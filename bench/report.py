@@ -15,7 +15,11 @@ from pathlib import Path
 HERE = Path(__file__).parent
 SECTIONS = [
     ("latest.md", "Core: group commit vs raw delta-rs (`make bench`, bench/core_commit.py)"),
-    ("http.md", "HTTP gateway (`make bench`, bench/http_bench.py)"),
+    (
+        "http_wrk.md",
+        "HTTP hot path under wrk, beside bare FastAPI and raw delta-rs (`make bench`, bench/http_wrk.py)",
+    ),
+    ("http.md", "HTTP gateway, Python clients (`make bench`, bench/http_bench.py)"),
     ("sustained.md", "Sustained load, 10 minutes (`make bench-sustained`, bench/sustained.py)"),
     ("cluster.md", "1, 2 and 3 brokers, failover (`make bench-cluster`, bench/cluster_bench.py)"),
 ]
