@@ -156,6 +156,8 @@ class TopicLog:
         self._queued_records = 0
         self._queued_bytes = 0
         self._inflight: list[_Pending] = []
+        self._last_requests = 1 << 30  # requests in the last commit (adaptive linger); none yet: linger
+        self._queued_requests = 0  # append calls queued since the last swap (a heuristic, not a ledger)
         self._closing = False
         self._closed = False
         self._index_lock = threading.Lock()
@@ -400,6 +402,7 @@ class TopicLog:
                 handle.pending[-1].producer_txn = (producer.producer_id, version)
             self._queued_records += count
             self._queued_bytes += nbytes
+            self._queued_requests += 1
             self._cond.notify_all()
         if acks == "1" or acks == "0":
             logger.debug("topic %s: accepted %d records (acks=%s)", self.topic, count, acks)
@@ -454,6 +457,7 @@ class TopicLog:
                 handle.pending[-1].producer_txn = (producer.producer_id, version)
             self._queued_records += count
             self._queued_bytes += nbytes
+            self._queued_requests += 1
             self._cond.notify_all()
         return handle
 
@@ -539,15 +543,20 @@ class TopicLog:
                 if not self._queue:
                     return
                 deadline = time.monotonic() + linger_s
+                # Adaptive linger: once as many requests wait as the last commit carried, the producers
+                # that were waiting for it are all back; lingering longer only adds latency.
                 while (
                     not self._closing
                     and self._queued_records < self._config.batch_max_records
                     and self._queued_bytes < self._config.batch_max_bytes
+                    and self._queued_requests < self._last_requests
                 ):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
                     self._cond.wait(remaining)
+                self._last_requests = max(1, self._queued_requests)
+                self._queued_requests = 0
                 self._inflight = self._queue
                 self._queue = []
                 self._queued_records = 0
