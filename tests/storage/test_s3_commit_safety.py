@@ -88,7 +88,7 @@ def test_unsafe_opt_in_is_accepted_loudly(s3: S3Warehouse, caplog: pytest.LogCap
     options = {**s3.options, "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     with caplog.at_level(logging.ERROR):
         assert Storage(s3.uri, options).verify_commit_safety() is False
-    assert any("UNSAFE" in r.message for r in caplog.records)
+    assert any("UNSAFE" in r.getMessage() for r in caplog.records)
 
 
 def test_probe_passes_on_a_conditional_store_and_runs_once(s3: S3Warehouse) -> None:
