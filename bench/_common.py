@@ -76,6 +76,7 @@ class GatewayProcess:
         self.log = log
         cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse)]
         cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
+        cmd += ["--kafka-port", "0"]
         self._out = log.open("ab")
         self.proc = subprocess.Popen(
             cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}

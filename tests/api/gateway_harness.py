@@ -39,12 +39,17 @@ def _free_port() -> int:
 
 
 def start_gateway(
-    warehouse: Path, **broker_options: object
+    warehouse: Path, kafka_port: int = 0, **broker_options: object
 ) -> tuple[Gateway, uvicorn.Server, threading.Thread]:
-    """Start uvicorn in a thread; return once it answers /healthz."""
+    """Start uvicorn in a thread; return once it answers /healthz.
+
+    The Kafka listener is off unless ``kafka_port`` is given (never 9092 by accident).
+    """
     port = _free_port()
     config = BrokerConfig(**{"linger_ms": 1.0, **broker_options})  # type: ignore[arg-type]
-    settings = GatewaySettings(warehouse=str(warehouse), host="127.0.0.1", port=port, broker=config)
+    settings = GatewaySettings(
+        warehouse=str(warehouse), host="127.0.0.1", port=port, broker=config, kafka_port=kafka_port
+    )
     storage = Storage(str(warehouse))
     broker = Broker(storage, config)
     app = create_app(settings, broker=broker)

@@ -30,12 +30,27 @@ def serve(
     broker_id: Annotated[
         int | None, typer.Option(help="This broker's id (default 0).", envvar="TOPICLAKE_BROKER__BROKER_ID")
     ] = None,
+    kafka_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port of the Kafka protocol listener (default 9092; 0 turns it off).",
+            envvar="TOPICLAKE_KAFKA_PORT",
+        ),
+    ] = None,
+    kafka_advertised_host: Annotated[
+        str | None,
+        typer.Option(help="Host Kafka clients are told to use.", envvar="TOPICLAKE_KAFKA_ADVERTISED_HOST"),
+    ] = None,
+    kafka_advertised_port: Annotated[
+        int | None,
+        typer.Option(help="Port Kafka clients are told to use.", envvar="TOPICLAKE_KAFKA_ADVERTISED_PORT"),
+    ] = None,
     log_level: Annotated[
         str | None,
         typer.Option(help="debug, info, warning or error (default info).", envvar="TOPICLAKE_LOG_LEVEL"),
     ] = None,
 ) -> None:
-    """Run the gateway: one broker serving the HTTP API over the warehouse."""
+    """Run the gateway: one broker serving the HTTP API and the Kafka protocol over the warehouse."""
     import uvicorn
 
     from topiclake.api import create_app
@@ -43,7 +58,15 @@ def serve(
 
     overrides: dict[str, object] = {
         k: v
-        for k, v in {"warehouse": warehouse, "host": host, "port": port, "log_level": log_level}.items()
+        for k, v in {
+            "warehouse": warehouse,
+            "host": host,
+            "port": port,
+            "log_level": log_level,
+            "kafka_port": kafka_port,
+            "kafka_advertised_host": kafka_advertised_host,
+            "kafka_advertised_port": kafka_advertised_port,
+        }.items()
         if v is not None
     }
     settings = GatewaySettings(**overrides)  # type: ignore[arg-type]

@@ -1,0 +1,36 @@
+"""What every handler gets: the broker, this listener's address and a thread pool for blocking calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from topiclake.platform import Broker
+
+T = TypeVar("T")
+
+
+@dataclass
+class Context:
+    """Shared state of one Kafka listener.
+
+    Attributes:
+        broker: The broker behind every protocol.
+        host: Advertised host of this listener.
+        port: Advertised port of this listener.
+        executor: Threads for the broker's blocking calls (Delta commits, reads, long polls).
+        state: Per-listener state that handlers keep (groups of the classic protocol, ...).
+    """
+
+    broker: Broker
+    host: str
+    port: int
+    executor: ThreadPoolExecutor
+    state: dict[str, Any] = field(default_factory=dict)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking call on the listener's threads."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)

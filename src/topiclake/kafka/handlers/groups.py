@@ -1,0 +1,1 @@
+"""Consumer groups of the classic protocol (placeholder filled in below)."""
