@@ -17,6 +17,7 @@ from typing import Final
 from topiclake.errors import TopiclakeError
 from topiclake.kafka import codec
 from topiclake.kafka import errors as kerr
+from topiclake.kafka.classic_groups import ClassicGroups
 from topiclake.kafka.context import Context
 from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_response
 from topiclake.kafka.versions import API_VERSIONS, supported
@@ -68,6 +69,8 @@ class KafkaListener:
         )
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self.groups = ClassicGroups()
+        self.context.state["classic_groups"] = self.groups
 
     async def start(self) -> None:
         """Bind the port and register the listener with the broker.
@@ -85,6 +88,8 @@ class KafkaListener:
                 host=self.host,
                 port=self.port,
             ) from exc
+        self.groups.start()
+        self.broker.groups.foreign_groups = self.groups.active
         self.broker.advertise(Endpoint("kafka", self.context.host, self.context.port))
         logger.info(
             "kafka listener of broker %d on %s:%d (advertised %s:%d)",
@@ -104,6 +109,8 @@ class KafkaListener:
         for task in list(self._connections):
             with contextlib.suppress(BaseException):
                 await task
+        await self.groups.close()
+        self.broker.groups.foreign_groups = None
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)

@@ -13,7 +13,7 @@ from typing import Any
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import Context
-from topiclake.kafka.handlers import cluster, fetch, produce
+from topiclake.kafka.handlers import cluster, fetch, groups, produce
 from topiclake.kafka.versions import SUPPORTED
 
 Handler = Callable[[Context, Request], Awaitable[dict[str, Any] | None]]
@@ -23,10 +23,20 @@ HANDLERS: dict[int, Handler] = {
     1: fetch.fetch,
     2: fetch.list_offsets,
     3: cluster.metadata,
+    8: groups.offset_commit,
+    9: groups.offset_fetch,
+    10: groups.find_coordinator,
+    11: groups.join_group,
+    12: groups.heartbeat,
+    13: groups.leave_group,
+    14: groups.sync_group,
+    15: groups.describe_groups,
+    16: groups.list_groups,
     18: cluster.api_versions,
     19: cluster.create_topics,
     20: cluster.delete_topics,
     22: produce.init_producer_id,
+    42: groups.delete_groups,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "ApiVersions must advertise exactly the implemented keys"
