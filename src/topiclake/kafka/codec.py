@@ -70,8 +70,7 @@ def parse_request(frame: bytes) -> Request:
         body, m = read_body(frame, n)
     except Exception as exc:
         raise FrameError(f"api key {api_key} v{version}: malformed request: {exc}") from exc
-    if n + m != len(frame):
-        raise FrameError(f"api key {api_key} v{version}: {len(frame) - n - m} trailing bytes")
+    # Trailing bytes are ignored, as Kafka's own parser does (librdkafka's Metadata v12 carries 3).
     return Request(api_key, version, correlation_id, header.client_id, body)
 
 
