@@ -9,8 +9,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import KafkaGateway
 from gateway_harness import table_rows
+
+from conftest import KafkaGateway
 
 pytestmark = pytest.mark.slow
 
@@ -61,20 +62,22 @@ def test_every_codec_lands_in_the_table(kafka: KafkaGateway, codec: str) -> None
 
 def _consume(members: list[Consumer], want: int, timeout_s: float = 40) -> list[list[tuple[int, int]]]:
     got: list[list[tuple[int, int]]] = [[] for _ in members]
+    owned: list[list[int]] = [[] for _ in members]
     done = threading.Event()
     deadline = time.monotonic() + timeout_s
 
-    def run(i: int, c: Consumer) -> None:
+    def run(i: int, c: Consumer) -> None:  # a consumer is used by its own thread only
         while not done.is_set() and time.monotonic() < deadline:
             msg = c.poll(0.1)
             if msg is not None and msg.error() is None:
                 got[i].append((msg.partition(), msg.offset()))
+            owned[i] = [tp.partition for tp in c.assignment()]
 
     threads = [threading.Thread(target=run, args=(i, c), daemon=True) for i, c in enumerate(members)]
     for t in threads:
         t.start()
     while time.monotonic() < deadline:
-        if sum(map(len, got)) >= want and all(c.assignment() for c in members):
+        if sum(map(len, got)) >= want and all(owned):
             break
         time.sleep(0.05)
     done.set()
@@ -103,7 +106,10 @@ def test_group_of_two_commit_restart_resume(kafka: KafkaGateway) -> None:
         owned = [sorted(tp.partition for tp in c.assignment()) for c in members]
         assert sorted(owned[0] + owned[1]) == [0, 1, 2, 3] and all(owned)
         for c in members:  # commit offset 3 of every partition the member owns
-            c.commit(offsets=[TopicPartition("orders", tp.partition, 3) for tp in c.assignment()], asynchronous=False)
+            c.commit(
+                offsets=[TopicPartition("orders", tp.partition, 3) for tp in c.assignment()],
+                asynchronous=False,
+            )
     finally:
         for c in members:
             c.close()

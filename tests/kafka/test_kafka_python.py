@@ -8,10 +8,11 @@ import time
 
 import pyarrow.compute as pc
 import pytest
-from conftest import KafkaGateway
 from gateway_harness import table_rows
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+
+from conftest import KafkaGateway
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 pytestmark = pytest.mark.slow
 
@@ -23,16 +24,19 @@ def _poll_until(consumers: list[KafkaConsumer], want: int, timeout_s: float = 30
     deadline = time.monotonic() + timeout_s
     done = threading.Event()
 
-    def run(i: int, c: KafkaConsumer) -> None:
+    owned: list[set[object]] = [set() for _ in consumers]
+
+    def run(i: int, c: KafkaConsumer) -> None:  # a consumer is used by its own thread only
         while not done.is_set() and time.monotonic() < deadline:
             for msgs in c.poll(timeout_ms=100).values():
                 got[i] += msgs
+            owned[i] = set(c.assignment())
 
     threads = [threading.Thread(target=run, args=(i, c), daemon=True) for i, c in enumerate(consumers)]
     for t in threads:
         t.start()
     while time.monotonic() < deadline:
-        if sum(len(g) for g in got) >= want and all(c.assignment() for c in consumers):
+        if sum(len(g) for g in got) >= want and all(owned):
             break
         time.sleep(0.05)
     done.set()
@@ -53,7 +57,9 @@ def test_admin_produce_group_commit_restart_resume(kafka: KafkaGateway) -> None:
     stamp = 1_795_000_000_123
     try:
         for i in range(40):
-            producer.send("orders", key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"%d" % i)], timestamp_ms=stamp + i)
+            producer.send(
+                "orders", key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"%d" % i)], timestamp_ms=stamp + i
+            )
         producer.flush(30)
     finally:
         producer.close(5)
@@ -66,8 +72,15 @@ def test_admin_produce_group_commit_restart_resume(kafka: KafkaGateway) -> None:
     assert first["producer_id"] is not None and first["sequence"] is not None
 
     # a group of two splits the partitions; nothing is committed until we say so
-    opts = {"bootstrap_servers": bs, "group_id": "g", "auto_offset_reset": "earliest", "enable_auto_commit": False}
-    members = [KafkaConsumer("orders", session_timeout_ms=6000, heartbeat_interval_ms=500, **opts) for _ in range(2)]
+    opts = {
+        "bootstrap_servers": bs,
+        "group_id": "g",
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+    }
+    members = [
+        KafkaConsumer("orders", session_timeout_ms=6000, heartbeat_interval_ms=500, **opts) for _ in range(2)
+    ]
     try:
         _poll_until(members, 40)
         owned = [sorted(tp.partition for tp in c.assignment()) for c in members]
