@@ -67,7 +67,7 @@ def parse_request(frame: bytes) -> Request:
         raise FrameError(f"no schema for api key {api_key} version {version}") from exc
     try:
         header, n = read_header(frame, 0)
-        body, m = read_body(frame, n)
+        body, _m = read_body(frame, n)
     except Exception as exc:
         raise FrameError(f"api key {api_key} v{version}: malformed request: {exc}") from exc
     # Trailing bytes are ignored, as Kafka's own parser does (librdkafka's Metadata v12 carries 3).
