@@ -1,0 +1,167 @@
+"""The listener on the wire: exact ApiVersions, KIP-511, bad frames close only their connection, per-partition
+errors, acks=0, and a clear error for a taken port."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gateway_harness import table_rows
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from conftest import KafkaGateway, free_port
+from topiclake.kafka import SUPPORTED, KafkaListener, KafkaListenerError
+from topiclake.kafka.codec import build
+from topiclake.platform import Broker, Storage
+
+
+def _connect(kafka: KafkaGateway) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", kafka.port), timeout=10)
+
+
+def _frame(api_key: int, version: int, body: dict[str, Any], correlation_id: int = 7) -> bytes:
+    cls = load_request_schema(api_key, version)
+    buf = io.BytesIO()
+    header_cls = cls.__header_schema__
+    header = build(
+        header_cls,
+        {
+            "request_api_key": api_key,
+            "request_api_version": version,
+            "correlation_id": correlation_id,
+            "client_id": "wire-test",
+        },
+    )
+    entity_writer(header_cls)(buf, header)
+    entity_writer(cls)(buf, build(cls, body))
+    data = buf.getvalue()
+    return struct.pack(">i", len(data)) + data
+
+
+def _read(sock: socket.socket) -> bytes:
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            raise ConnectionError("closed")
+        head += chunk
+    (size,) = struct.unpack(">i", head)
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _response(api_key: int, version: int, data: bytes) -> Any:
+    cls = load_response_schema(api_key, version)
+    _header, n = entity_reader(cls.__header_schema__)(data, 0)
+    return entity_reader(cls)(data, n)[0]
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionError, TimeoutError):
+        return True
+
+
+def test_api_versions_advertises_exactly_what_is_implemented(kafka: KafkaGateway) -> None:
+    with _connect(kafka) as s:
+        s.sendall(_frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
+        resp = _response(18, 3, _read(s))
+        assert resp.error_code == 0
+        assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == SUPPORTED
+        # KIP-511: a newer ApiVersions than we know is answered in v0 with UNSUPPORTED_VERSION and our list
+        frame = bytearray(_frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
+        struct.pack_into(">h", frame, 6, 99)
+        s.sendall(bytes(frame))
+        v0 = _response(18, 0, _read(s))
+        assert v0.error_code == 35 and len(v0.api_keys) == len(SUPPORTED)
+
+
+def test_bad_frames_close_only_their_connection(kafka: KafkaGateway) -> None:
+    kafka.gw.broker.create_topic("t")
+    ok = _connect(kafka)
+    try:
+        bad_cases = [
+            struct.pack(">i", 2**30) + b"\0" * 16,  # oversized
+            struct.pack(">ihhi", 8, 1000, 0, 1),  # unknown api key
+            struct.pack(">ihhi", 8, 3, 12, 1),  # Metadata v12 header cut short
+            struct.pack(">i", 50) + b"\0" * 10,  # truncated: the client goes away mid-request
+        ]
+        for raw in bad_cases:
+            with _connect(kafka) as s:
+                s.sendall(raw)
+                if raw is not bad_cases[-1]:
+                    assert _closed(s)
+        # the other connection and the broker are unharmed
+        ok.sendall(_frame(3, 12, {"topics": None, "allow_auto_topic_creation": False}))
+        md = _response(3, 12, _read(ok))
+        assert [t.name for t in md.topics] == ["t"] and md.topics[0].partitions[0].leader_id == 0
+    finally:
+        ok.close()
+
+
+def test_unsupported_version_of_a_known_api_gets_an_answer(kafka: KafkaGateway) -> None:
+    with _connect(kafka) as s:
+        s.sendall(_frame(3, 13, {"topics": None}))  # Metadata v13: kio knows it, we do not advertise it
+        resp = _response(3, 13, _read(s))
+        assert resp.error_code == 35
+
+
+def test_corrupt_batch_is_refused_per_partition_and_acks_zero_has_no_answer(kafka: KafkaGateway) -> None:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    kafka.gw.broker.create_topic("t", partitions=2)
+    b = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 20)
+    b.append(0, 1_700_000_000_000, b"k", b"v", [])
+    good = bytes(b.build())
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF  # CRC no longer matches
+    body = {
+        "acks": -1,
+        "timeout": 5000,
+        "topic_data": [
+            {
+                "name": "t",
+                "partition_data": [{"index": 0, "records": good}, {"index": 1, "records": bytes(bad)}],
+            },
+            {"name": "missing", "partition_data": [{"index": 0, "records": good}]},
+        ],
+    }
+    with _connect(kafka) as s:
+        s.sendall(_frame(0, 9, body))
+        resp = _response(0, 9, _read(s))
+        codes = {(t.name, p.index): p.error_code for t in resp.responses for p in t.partition_responses}
+        assert codes == {("t", 0): 0, ("t", 1): 2, ("missing", 0): 3}  # ok, CORRUPT_MESSAGE, UNKNOWN_TOPIC
+        s.sendall(_frame(0, 9, {**body, "acks": 0, "topic_data": body["topic_data"][:1]}, correlation_id=8))
+        s.sendall(
+            _frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}, correlation_id=9)
+        )
+        nxt = _read(s)
+        assert struct.unpack_from(">i", nxt)[0] == 9  # acks=0 got no answer; the next request did
+    deadline = time.monotonic() + 10
+    while table_rows(kafka.gw, "t").num_rows < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rows = table_rows(kafka.gw, "t")  # the good batch of each request, the corrupt one never
+    assert rows["value"].to_pylist() == [b"v", b"v"] and rows["partition"].to_pylist() == [0, 0]
+
+
+def test_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
+    port = free_port()
+    with socket.socket() as taken, Broker(Storage(str(tmp_path / "wh"))) as broker:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        listener = KafkaListener(broker, "127.0.0.1", port)
+        with pytest.raises(KafkaListenerError, match="already in use"):
+            asyncio.run(listener.start())
