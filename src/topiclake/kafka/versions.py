@@ -27,7 +27,11 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     22: (0, 4),  # InitProducerId
+    32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    44: (0, 1),  # IncrementalAlterConfigs
 }
 
 

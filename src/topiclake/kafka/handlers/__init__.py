@@ -13,7 +13,7 @@ from typing import Any
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import Context
-from topiclake.kafka.handlers import cluster, fetch, groups, produce
+from topiclake.kafka.handlers import admin, cluster, fetch, groups, produce
 from topiclake.kafka.versions import SUPPORTED
 
 Handler = Callable[[Context, Request], Awaitable[dict[str, Any] | None]]
@@ -36,7 +36,11 @@ HANDLERS: dict[int, Handler] = {
     19: cluster.create_topics,
     20: cluster.delete_topics,
     22: produce.init_producer_id,
+    32: admin.describe_configs,
+    33: admin.alter_configs,
+    37: admin.create_partitions,
     42: groups.delete_groups,
+    44: admin.incremental_alter_configs,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "ApiVersions must advertise exactly the implemented keys"
