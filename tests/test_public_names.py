@@ -47,6 +47,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "topiclake.jobs": ["get_spark"],
     "topiclake.spark": ["register"],
+    "topiclake.kafka": ["KafkaListener", "KafkaListenerError", "SUPPORTED"],
 }
 
 
