@@ -165,3 +165,65 @@ def test_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
         listener = KafkaListener(broker, "127.0.0.1", port)
         with pytest.raises(KafkaListenerError, match="already in use"):
             asyncio.run(listener.start())
+
+
+def test_idempotent_retries_are_answered_with_the_original_offset_and_zombies_fenced(
+    kafka: KafkaGateway,
+) -> None:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    kafka.gw.broker.create_topic("t", partitions=2)
+
+    def batch(pid: int, epoch: int, seq: int, value: bytes) -> bytes:
+        b = DefaultRecordBatchBuilder(2, 0, 0, pid, epoch, seq, 1 << 20)
+        b.append(0, 1_700_000_000_000, None, value, [])
+        return bytes(b.build())
+
+    with _connect(kafka) as s:
+        s.sendall(
+            _frame(
+                22,
+                4,
+                {
+                    "transactional_id": None,
+                    "transaction_timeout": 60000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            )
+        )
+        init = _response(22, 4, _read(s))
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert init.error_code == 0 and pid >= 0 and epoch == 0
+
+        def produce(partition: int, seq: int, value: bytes, ep: int = 0) -> tuple[int, int]:
+            data = {
+                "name": "t",
+                "partition_data": [{"index": partition, "records": batch(pid, ep, seq, value)}],
+            }
+            s.sendall(_frame(0, 9, {"acks": -1, "timeout": 5000, "topic_data": [data]}))
+            p = _response(0, 9, _read(s)).responses[0].partition_responses[0]
+            return int(p.error_code), int(p.base_offset)
+
+        assert produce(0, 0, b"a") == (0, 0)
+        assert produce(1, 0, b"b") == (0, 0)  # sequences are per partition
+        assert produce(0, 0, b"a") == (0, 0)  # a retry: the original offset, not a second row
+        assert produce(0, 1, b"c") == (0, 1)
+        assert produce(0, 5, b"gap")[0] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        s.sendall(
+            _frame(
+                22,
+                4,
+                {
+                    "transactional_id": None,
+                    "transaction_timeout": 60000,
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                },
+            )
+        )
+        bumped = _response(22, 4, _read(s))
+        assert (bumped.producer_id, bumped.producer_epoch) == (pid, 1)
+        assert produce(0, 0, b"new epoch", ep=1) == (0, 2)
+        assert produce(0, 2, b"zombie", ep=0)[0] == 47  # INVALID_PRODUCER_EPOCH
+    assert table_rows(kafka.gw, "t").num_rows == 4
