@@ -1,4 +1,4 @@
-"""The Java client 4.2.0 through Kafka's own tools: console producer and consumer, consumer-groups --describe."""
+"""The Java client 4.2.0 through Kafka's own tools: console producer, console consumer, consumer groups."""
 
 from __future__ import annotations
 
