@@ -68,15 +68,17 @@ def free_port() -> int:
 
 class GatewayProcess:
     """``topiclake serve`` in a subprocess on 127.0.0.1 over ``warehouse``; output goes to ``log``;
-    ``env`` adds settings (``TOPICLAKE_*``)."""
+    ``env`` adds settings (``TOPICLAKE_*``); ``kafka_port`` turns the Kafka listener on."""
 
-    def __init__(self, warehouse: Path, log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, warehouse: Path, log: Path, env: dict[str, str] | None = None, kafka_port: int = 0
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse)]
         cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
-        cmd += ["--kafka-port", "0"]
+        cmd += ["--kafka-port", str(kafka_port)]  # 0: no Kafka listener (never 9092 by accident)
         self._out = log.open("ab")
         self.proc = subprocess.Popen(
             cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
