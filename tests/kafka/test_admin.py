@@ -14,6 +14,8 @@ from confluent_kafka.admin import (
 )
 
 from conftest import KafkaGateway
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KTopicPartition
 
 pytestmark = pytest.mark.slow
 
@@ -56,5 +58,17 @@ def test_partitions_configs_and_groups(kafka: KafkaGateway) -> None:
     assert "g1" in {g.group_id for g in listed.valid}
     described = admin.describe_consumer_groups(["g1"])["g1"].result(20)
     assert described.group_id == "g1" and not described.members
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "g1"})
+    try:
+        c.commit(offsets=[TopicPartition("t", 1, 0)], asynchronous=False)
+    finally:
+        c.close()
+    kp = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)  # kafka-python: OffsetDelete
+    try:
+        result = kp.delete_group_offsets("g1", [KTopicPartition("t", 0)])
+        assert [e.errno for e in result.values()] == [0]
+    finally:
+        kp.close()
+    assert set(kafka.gw.broker.groups.committed("g1")) == {("t", 1)}
     admin.delete_consumer_groups(["g1"])["g1"].result(20)
     assert "g1" not in {g.group_id for g in admin.list_consumer_groups().result(20).valid}

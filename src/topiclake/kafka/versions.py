@@ -32,6 +32,7 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    47: (0, 0),  # OffsetDelete
 }
 
 

@@ -487,6 +487,21 @@ class GroupCoordinator:
             self.store.delete_group(group_id)
         logger.info("deleted group %s", group_id)
 
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]) -> int:
+        """Delete some committed offsets of a group without members (Kafka's OffsetDelete).
+
+        Raises:
+            GroupNotFound: No such group.
+            GroupNotEmpty: The group has active members.
+            InconsistentGroupProtocol: Kafka-protocol members hold the group.
+        """
+        self._check_foreign(group_id)
+        if self.has_members(group_id):
+            raise GroupNotEmpty(f"group {group_id} has active members", group=group_id)
+        if group_id not in self.store.groups():
+            raise GroupNotFound(f"group {group_id!r} does not exist", group=group_id)
+        return self.store.delete_offsets(group_id, partitions)
+
     def close(self) -> None:
         """Write pending commits and stop the offsets store."""
         self.store.close()

@@ -41,6 +41,7 @@ HANDLERS: dict[int, Handler] = {
     37: admin.create_partitions,
     42: groups.delete_groups,
     44: admin.incremental_alter_configs,
+    47: groups.offset_delete,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "ApiVersions must advertise exactly the implemented keys"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from topiclake.errors import GroupNotFound, TopiclakeError
+from topiclake.errors import GroupNotEmpty, GroupNotFound, TopiclakeError
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.classic_groups import ClassicGroups, GroupError
 from topiclake.kafka.codec import Request, ms
@@ -302,4 +302,37 @@ async def delete_groups(ctx: Context, req: Request) -> dict[str, Any]:
             {"group_id": g, "error_code": await ctx.run(_delete_sync, ctx, str(g))}
             for g in req.body.groups_names
         ]
+    }
+
+
+def _offset_delete_sync(ctx: Context, group_id: str, parts: list[tuple[str, int]]) -> int:
+    if classic(ctx).active(group_id):
+        return kerr.GROUP_SUBSCRIBED_TO_TOPIC
+    try:
+        ctx.broker.groups.delete_offsets(group_id, parts)
+    except GroupNotEmpty:
+        return kerr.GROUP_SUBSCRIBED_TO_TOPIC
+    except TopiclakeError as exc:
+        return kerr.code_for(exc)
+    return 0
+
+
+async def offset_delete(ctx: Context, req: Request) -> dict[str, Any]:
+    """OffsetDelete: drop some committed offsets of a group that has no members."""
+    b = req.body
+    parts = [(str(t.name), int(p.partition_index)) for t in b.topics for p in t.partitions]
+    code = await ctx.run(_offset_delete_sync, ctx, str(b.group_id), parts)
+    if code in (kerr.GROUP_ID_NOT_FOUND, kerr.NON_EMPTY_GROUP):
+        return {"error_code": code, "topics": []}
+    return {
+        "error_code": 0,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+                ],
+            }
+            for t in b.topics
+        ],
     }
