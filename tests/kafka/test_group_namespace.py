@@ -1,0 +1,64 @@
+"""One group namespace across protocols, and LogAppendTime topics seen the same over Kafka and HTTP."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from test_wire import _connect, _frame, _read, _response
+
+from conftest import KafkaGateway
+from topiclake.errors import InconsistentGroupProtocol
+
+JOIN = {
+    "group_id": "shared",
+    "session_timeout": 10000,
+    "rebalance_timeout": 10000,
+    "member_id": "",
+    "protocol_type": "consumer",
+    "protocols": [{"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00"}],
+}
+
+
+def test_a_group_is_one_namespace_across_http_and_kafka(kafka: KafkaGateway) -> None:
+    groups = kafka.gw.broker.groups
+    kafka.gw.broker.create_topic("t")
+    http_member = groups.join("shared", topics=["t"])
+    with _connect(kafka) as s:  # a Kafka member cannot join a group HTTP members hold
+        s.sendall(_frame(11, 5, JOIN))
+        assert _response(11, 5, _read(s)).error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+    groups.leave("shared", http_member.member_id)
+    with _connect(kafka) as s:  # ... and the other way round
+        s.sendall(_frame(11, 5, JOIN))
+        joined = _response(11, 5, _read(s))
+        assert joined.error_code == 0 and joined.leader == joined.member_id
+        with pytest.raises(InconsistentGroupProtocol):
+            groups.join("shared", topics=["t"])
+        with pytest.raises(InconsistentGroupProtocol):
+            groups.commit("shared", None, -1, {("t", 0): 0})
+
+
+def test_log_append_time_topics(kafka: KafkaGateway) -> None:
+    kafka.gw.broker.create_topic("lat", configs={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
+    p.produce("lat", value=b"x", timestamp=1_000_000_000_000)
+    assert p.flush(20) == 0
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "lat", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["lat"])
+        msg = None
+        for _ in range(100):
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is None:
+                break
+        assert msg is not None and msg.error() is None
+        kind, stamp = msg.timestamp()
+        assert kind == 2 and stamp >= before  # TIMESTAMP_LOG_APPEND_TIME, the broker's clock
+    finally:
+        c.close()
+    rec = kafka.gw.client.get("/v1/topics/lat/partitions/0/records", params={"offset": 0}).json()["records"][
+        0
+    ]
+    assert rec["timestamp"] == stamp and rec["timestamp_type"] == "LogAppendTime"
