@@ -17,6 +17,9 @@ pytestmark = [
 ]
 
 
+TOOLS = "org.apache.kafka.tools."
+
+
 def _tool(cls: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     cmd = ["java", "-cp", classpath(), cls, *args]
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
@@ -67,3 +70,39 @@ def test_console_producer_consumer_and_group_describe(kafka: KafkaGateway) -> No
     # every partition's committed offset is its end: the consumer committed what it read
     assert len(lines) == 2 and all(cur == end for _g, _t, _p, cur, end, *_ in lines)
     assert sum(int(cur) for _g, _t, _p, cur, *_ in lines) == 3
+
+
+def test_describe_members_of_a_live_group(kafka: KafkaGateway) -> None:
+    import threading
+    import time
+
+    from confluent_kafka import Consumer
+
+    kafka.gw.broker.create_topic("live", partitions=3)
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "live", "auto.offset.reset": "earliest"})
+    stop = threading.Event()
+    assigned = threading.Event()
+
+    def run() -> None:  # the consumer is used by this thread only
+        c.subscribe(["live"])
+        while not stop.is_set():
+            c.poll(0.1)
+            if c.assignment():
+                assigned.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        assert assigned.wait(30)
+        time.sleep(0.2)
+        args = ["--describe", "--group", "live", "--members", "--verbose"]
+        out = _tool(
+            TOOLS + "consumer.group.ConsumerGroupCommand", "--bootstrap-server", kafka.bootstrap, *args
+        )
+        assert out.returncode == 0, out.stderr
+        member = next(line.split() for line in out.stdout.splitlines() if line.startswith("live "))
+        assert member[4] == "3" and "live:0,1,2" in member  # the assignment bytes the client leader sent
+    finally:
+        stop.set()
+        t.join(10)
+        c.close()
