@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
@@ -43,7 +44,8 @@ class KafkaListener:
         broker: The broker (shared with HTTP).
         host: Address to bind (127.0.0.1 by default).
         port: Port to bind (> 0).
-        advertised_host: Host clients are told to use (default ``host``).
+        advertised_host: Host clients are told to use (default ``host``; this machine's name when
+            ``host`` is a wildcard address).
         advertised_port: Port clients are told to use (default ``port``).
         max_request_bytes: Largest request frame (Kafka's ``socket.request.max.bytes``).
     """
@@ -61,6 +63,8 @@ class KafkaListener:
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
+        if advertised_host is None and host in ("0.0.0.0", "::", ""):
+            advertised_host = socket.getfqdn()  # a wildcard bind is no address a client can use
         self.context = Context(
             broker,
             advertised_host or host,
