@@ -227,3 +227,25 @@ def test_idempotent_retries_are_answered_with_the_original_offset_and_zombies_fe
         assert produce(0, 0, b"new epoch", ep=1) == (0, 2)
         assert produce(0, 2, b"zombie", ep=0)[0] == 47  # INVALID_PRODUCER_EPOCH
     assert table_rows(kafka.gw, "t").num_rows == 4
+
+
+def test_pipelined_idempotent_batches_keep_their_order(kafka: KafkaGateway) -> None:
+    """A client pipelines a partition's batches (sequences 0, 10, 20, ...) on one connection: each is
+    appended in request order (no OUT_OF_ORDER_SEQUENCE_NUMBER) while their commits overlap."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    kafka.gw.broker.create_topic("p")
+    pid = kafka.gw.broker.init_producer().producer_id
+    frames = []
+    for k in range(20):
+        b = DefaultRecordBatchBuilder(2, 0, 0, pid, 0, 10 * k, 1 << 20)
+        for i in range(10):
+            b.append(i, 1_700_000_000_000, None, b"%d" % (10 * k + i), [])
+        data = {"name": "p", "partition_data": [{"index": 0, "records": bytes(b.build())}]}
+        frames.append(_frame(0, 9, {"acks": -1, "timeout": 10000, "topic_data": [data]}, correlation_id=k))
+    with _connect(kafka) as s:
+        s.sendall(b"".join(frames))
+        answers = [_response(0, 9, _read(s)).responses[0].partition_responses[0] for _ in frames]
+    assert [(a.error_code, a.base_offset) for a in answers] == [(0, 10 * k) for k in range(20)]
+    values = table_rows(kafka.gw, "p")["value"].to_pylist()
+    assert values == [b"%d" % i for i in range(200)]

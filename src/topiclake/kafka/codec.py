@@ -38,6 +38,7 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any
+    connection: Any = None  # the server's per-connection state (ConnectionState)
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:

@@ -14,6 +14,19 @@ T = TypeVar("T")
 
 
 @dataclass
+class ConnectionState:
+    """State of one client connection.
+
+    Attributes:
+        produce_tail: Completes once the appends of the connection's latest Produce request have their
+            offsets. The next Produce request appends only after it, so a client's pipelined batches of a
+            partition keep their order (their sequence numbers) while their commits overlap.
+    """
+
+    produce_tail: asyncio.Future[None] | None = None
+
+
+@dataclass
 class Context:
     """Shared state of one Kafka listener.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import logging
 import socket
@@ -19,7 +20,7 @@ from topiclake.errors import TopiclakeError
 from topiclake.kafka import codec
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.classic_groups import ClassicGroups
-from topiclake.kafka.context import Context
+from topiclake.kafka.context import ConnectionState, Context
 from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_response
 from topiclake.kafka.versions import API_VERSIONS, supported
 from topiclake.platform import Broker
@@ -127,6 +128,7 @@ class KafkaListener:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         pending: asyncio.Queue[asyncio.Task[object] | None] = asyncio.Queue(maxsize=_PIPELINE)
+        state = ConnectionState()
         responder = asyncio.create_task(self._respond(pending, writer, peer))
         try:
             while not responder.done():
@@ -136,7 +138,7 @@ class KafkaListener:
                     logger.warning("kafka %s: frame of %d bytes refused; closing", peer, size)
                     break
                 frame = await reader.readexactly(size)
-                await pending.put(asyncio.create_task(self._dispatch(frame, peer)))
+                await pending.put(asyncio.create_task(self._dispatch(frame, peer, state)))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except asyncio.CancelledError:
@@ -170,7 +172,7 @@ class KafkaListener:
                     logger.info("kafka %s: client went away", peer)
                     return
 
-    async def _dispatch(self, frame: bytes, peer: object) -> object:
+    async def _dispatch(self, frame: bytes, peer: object, state: ConnectionState) -> object:
         try:
             api_key, version, correlation_id = codec.peek_header(frame)
         except codec.FrameError:
@@ -186,7 +188,7 @@ class KafkaListener:
                 )
             return _CLOSE
         try:
-            request = codec.parse_request(frame)
+            request = dataclasses.replace(codec.parse_request(frame), connection=state)
         except codec.FrameError as exc:
             logger.warning("kafka %s: %s; closing", peer, exc)
             return _CLOSE

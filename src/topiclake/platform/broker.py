@@ -10,7 +10,7 @@ import hashlib
 import logging
 import random
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Literal
 
@@ -307,11 +307,14 @@ class Broker:
         acks: str | int = "all",
         producer: ProducerInfo | None = None,
         timeout_ms: int | None = None,
+        on_appended: Callable[[], None] | None = None,
     ) -> tuple[int, int, int | None]:
         """Columnar append of a whole batch to one partition: (partition, count, base offset).
 
         ``table`` has some of the columns ``key``, ``value`` (binary), ``headers``, ``timestamp_ms`` (int64).
-        No per-record Python work is done. The base offset is None for ``acks=0``.
+        No per-record Python work is done. The base offset is None for ``acks=0``. ``on_appended`` is called
+        once the batch has its offsets, before the wait for the commit (the Kafka listener orders a
+        connection's appends with it while their commits overlap).
         """
         ack = normalize_acks(acks)
         log = self.log(topic)
@@ -328,6 +331,8 @@ class Broker:
             log.high_watermark(partition)  # still reject an unknown partition
             return partition, 0, None
         handle = log.append([(partition, data)], ack, producer)
+        if on_appended is not None:
+            on_appended()
         if ack == "0":
             return partition, data.num_rows, None
         if ack == "all":

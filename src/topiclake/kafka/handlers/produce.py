@@ -4,20 +4,77 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from topiclake.errors import TopiclakeError
 from topiclake.kafka import errors as kerr
 from topiclake.kafka import records
 from topiclake.kafka.codec import Request, ms
-from topiclake.kafka.context import Context
+from topiclake.kafka.context import ConnectionState, Context
 from topiclake.platform.records import ProducerInfo, now_ms
 
 logger = logging.getLogger(__name__)
 
 
+class _Appended:
+    """Counts a request's partitions down as their batches get offsets; resolves a loop future at zero."""
+
+    def __init__(self, count: int, loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
+        self._left = count
+        self._lock = threading.Lock()
+        self._loop = loop
+        self._done = done
+        if count == 0:
+            done.set_result(None)
+
+    def signal(self) -> Callable[[], None]:
+        """A callable to call (at least) once when one partition's batches have their offsets."""
+        fired = False
+
+        def fire() -> None:
+            nonlocal fired
+            with self._lock:
+                if fired:
+                    return
+                fired = True
+                self._left -= 1
+                last = self._left == 0
+            if last:
+                self._loop.call_soon_threadsafe(_resolve, self._done)
+
+        return fire
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 def _produce_partition(
-    ctx: Context, topic: str, partition: int, data: bytes | None, acks: int, timeout_ms: int
+    ctx: Context,
+    topic: str,
+    partition: int,
+    data: bytes | None,
+    acks: int,
+    timeout_ms: int,
+    appended: Callable[[], None],
+) -> dict[str, Any]:
+    try:
+        return _produce_batches(ctx, topic, partition, data, acks, timeout_ms, appended)
+    finally:
+        appended()  # also when nothing was appended: the next request must not wait for this one
+
+
+def _produce_batches(
+    ctx: Context,
+    topic: str,
+    partition: int,
+    data: bytes | None,
+    acks: int,
+    timeout_ms: int,
+    appended: Callable[[], None],
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": -1}
     try:
@@ -30,7 +87,7 @@ def _produce_partition(
         return {**out, "error_code": kerr.CORRUPT_MESSAGE, "error_message": "no record batch"}
     base: int | None = None
     try:
-        for batch in batches:
+        for i, batch in enumerate(batches):
             if batch.transactional:
                 return {**out, "error_code": kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
             producer = None
@@ -38,8 +95,15 @@ def _produce_partition(
                 producer = ProducerInfo(
                     batch.producer_id, batch.producer_epoch, batch.base_sequence, scope=partition
                 )
+            last = i == len(batches) - 1
             _p, _n, first = ctx.broker.produce_arrow(
-                topic, partition, batch.table, acks=acks, producer=producer, timeout_ms=timeout_ms or None
+                topic,
+                partition,
+                batch.table,
+                acks=acks,
+                producer=producer,
+                timeout_ms=timeout_ms or None,
+                on_appended=appended if last else None,
             )
             if base is None:
                 base = first
@@ -74,11 +138,23 @@ async def produce(ctx: Context, req: Request) -> dict[str, Any] | None:
         return None if acks == 0 else {"responses": failed}
     if acks not in (0, 1, -1):
         return {"responses": _all_failed(body, kerr.INVALID_REQUIRED_ACKS)}
+    # Appends follow the connection's request order (a client's pipelined batches of a partition carry
+    # consecutive sequence numbers); the waits for their commits overlap.
+    loop = asyncio.get_running_loop()
+    conn = req.connection if isinstance(req.connection, ConnectionState) else ConnectionState()
+    previous = conn.produce_tail
+    mine: asyncio.Future[None] = loop.create_future()
+    conn.produce_tail = mine
+    count = sum(len(t.partition_data) for t in body.topic_data)
+    appended = _Appended(count, loop, mine)
+    if previous is not None:
+        await previous
     jobs = []
     for t in body.topic_data:
         for p in t.partition_data:
             name, index = str(t.name), int(p.index)
-            jobs.append(ctx.run(_produce_partition, ctx, name, index, p.records, acks, timeout_ms))
+            signal = appended.signal()
+            jobs.append(ctx.run(_produce_partition, ctx, name, index, p.records, acks, timeout_ms, signal))
     results = await asyncio.gather(*jobs)
     if acks == 0:
         return None
