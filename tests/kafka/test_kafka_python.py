@@ -17,7 +17,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 pytestmark = pytest.mark.slow
 
 
-def _poll_until(consumers: list[KafkaConsumer], want: int, timeout_s: float = 30) -> list[list[object]]:
+def _poll_until(consumers: list[KafkaConsumer], want: int, timeout_s: float = 45) -> list[list[object]]:
     """Each consumer polls in its own thread (as separate processes would) until ``want`` records came and
     every consumer owns partitions, or the time is up."""
     got: list[list[object]] = [[] for _ in consumers]
@@ -78,13 +78,12 @@ def test_admin_produce_group_commit_restart_resume(kafka: KafkaGateway) -> None:
         "auto_offset_reset": "earliest",
         "enable_auto_commit": False,
     }
-    members = [
-        KafkaConsumer("orders", session_timeout_ms=6000, heartbeat_interval_ms=500, **opts) for _ in range(2)
-    ]
+    timing = {"session_timeout_ms": 15000, "heartbeat_interval_ms": 1000}
+    members = [KafkaConsumer("orders", **timing, **opts) for _ in range(2)]
     try:
         _poll_until(members, 40)
         owned = [sorted(tp.partition for tp in c.assignment()) for c in members]
-        assert sorted(owned[0] + owned[1]) == [0, 1, 2, 3] and all(owned)
+        assert sorted(owned[0] + owned[1]) == [0, 1, 2, 3] and all(owned), owned
         # commit half of every partition: offset 5 (or the end, if shorter)
         for c in members:
             c.commit({tp: _meta(min(5, c.end_offsets([tp])[tp])) for tp in c.assignment()})
