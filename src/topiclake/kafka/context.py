@@ -34,7 +34,8 @@ class Context:
         broker: The broker behind every protocol.
         host: Advertised host of this listener.
         port: Advertised port of this listener.
-        executor: Threads for the broker's blocking calls (Delta commits, reads, long polls).
+        executor: Threads for the broker's blocking calls (produce and its commit wait, reads, admin).
+        poll_executor: Threads for Fetch long polls only, so idle consumers never hold up producers.
         state: Per-listener state that handlers keep (groups of the classic protocol, ...).
     """
 
@@ -42,8 +43,13 @@ class Context:
     host: str
     port: int
     executor: ThreadPoolExecutor
+    poll_executor: ThreadPoolExecutor
     state: dict[str, Any] = field(default_factory=dict)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking call on the listener's threads."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def run_poll(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking long poll on the listener's poll threads."""
+        return await asyncio.get_running_loop().run_in_executor(self.poll_executor, fn, *args)

@@ -71,6 +71,7 @@ class KafkaListener:
             advertised_host or host,
             advertised_port or port,
             ThreadPoolExecutor(max_workers=64, thread_name_prefix="kafka"),
+            ThreadPoolExecutor(max_workers=64, thread_name_prefix="kafka-poll"),
         )
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -120,6 +121,7 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
         self.context.executor.shutdown(wait=False, cancel_futures=True)
+        self.context.poll_executor.shutdown(wait=False, cancel_futures=True)
         logger.info("kafka listener of broker %d closed", self.broker.config.broker_id)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

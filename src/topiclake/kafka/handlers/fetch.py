@@ -68,7 +68,9 @@ async def fetch(ctx: Context, req: Request) -> dict[str, Any]:
     min_bytes = max(int(body.min_bytes), 0)
     deadline = time.monotonic() + max_wait / 1000
     if _single(body):  # one partition: let the log's own long poll wake us on the commit
-        topics, _n = await ctx.run(_fetch_once, ctx, body, float(max_wait) if min_bytes > 0 else 0.0)
+        wait = float(max_wait) if min_bytes > 0 else 0.0
+        run = ctx.run_poll if wait > 0 else ctx.run
+        topics, _n = await run(_fetch_once, ctx, body, wait)
     else:
         while True:
             topics, n = await ctx.run(_fetch_once, ctx, body, 0.0)
