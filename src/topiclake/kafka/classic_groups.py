@@ -337,14 +337,19 @@ class ClassicGroups:
     async def _reap(self) -> None:
         while True:
             await asyncio.sleep(_EXPIRY_TICK_S)
-            now = time.monotonic()
-            for g in list(self.groups.values()):
-                expired = [
-                    m
-                    for m in g.members.values()
-                    if (m.join is None or m.join.done()) and now - m.last_heartbeat > m.session_timeout_s
-                ]
-                for m in expired:
-                    self._drop(g, m, "expired (no heartbeat within its session timeout)")
-                if expired:
-                    self._after_removal(g, "expiry")
+            try:
+                self._expire(time.monotonic())
+            except Exception:  # the reaper must outlive any one bad group state
+                logger.exception("kafka groups: expiry pass failed")
+
+    def _expire(self, now: float) -> None:
+        for g in list(self.groups.values()):
+            expired = [
+                m
+                for m in g.members.values()
+                if (m.join is None or m.join.done()) and now - m.last_heartbeat > m.session_timeout_s
+            ]
+            for m in expired:
+                self._drop(g, m, "expired (no heartbeat within its session timeout)")
+            if expired:
+                self._after_removal(g, "expiry")
