@@ -62,3 +62,28 @@ def test_log_append_time_topics(kafka: KafkaGateway) -> None:
         0
     ]
     assert rec["timestamp"] == stamp and rec["timestamp_type"] == "LogAppendTime"
+
+
+def test_a_silent_member_expires_and_the_live_one_gets_its_partitions(kafka: KafkaGateway) -> None:
+    kafka.gw.broker.create_topic("t", partitions=2)
+    silent = {**JOIN, "group_id": "exp", "session_timeout": 1000, "rebalance_timeout": 1000}
+    with _connect(kafka) as s:  # joins, syncs, then never heartbeats again
+        s.sendall(_frame(11, 5, silent))
+        joined = _response(11, 5, _read(s))
+        sync = {
+            "group_id": "exp",
+            "generation_id": joined.generation_id,
+            "member_id": joined.member_id,
+            "assignments": [{"member_id": joined.member_id, "assignment": b""}],
+        }
+        s.sendall(_frame(14, 3, sync))
+        assert _response(14, 3, _read(s)).error_code == 0
+        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "exp", "session.timeout.ms": 6000})
+        try:
+            c.subscribe(["t"])
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and len(c.assignment()) < 2:
+                c.poll(0.1)
+            assert sorted(tp.partition for tp in c.assignment()) == [0, 1]
+        finally:
+            c.close()
