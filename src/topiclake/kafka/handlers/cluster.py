@@ -90,7 +90,9 @@ def _metadata_sync(ctx: Context, req: Request) -> dict[str, Any]:
         parts = []
         for p in range(info.partitions):
             st = states[p] if p < len(states) else None
-            leader = st.leader if st is not None and st.leader in live else me
+            leader = me
+            if st is not None:  # the leader, else a live replica with a Kafka listener: never -1
+                leader = next((r for r in (st.leader, *st.isr, *st.replicas) if r in live), me)
             replicas = [r for r in st.replicas if r in live] if st is not None else [me]
             isr = [r for r in st.isr if r in live] if st is not None else [me]
             parts.append(
