@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 
-from gateway_harness import Gateway, start_gateway, stop_gateway
-
-
-@dataclass
-class KafkaGateway:
-    """A running gateway and its Kafka bootstrap address."""
-
-    gw: Gateway
-    bootstrap: str
-    port: int
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from gateway_harness import start_gateway, stop_gateway
+from kafka_harness import KafkaGateway, free_port
 
 
 @pytest.fixture

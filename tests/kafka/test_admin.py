@@ -12,8 +12,8 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from kafka_harness import KafkaGateway
 
-from conftest import KafkaGateway
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 

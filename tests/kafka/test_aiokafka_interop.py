@@ -8,8 +8,7 @@ import base64
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer
-
-from conftest import KafkaGateway
+from kafka_harness import KafkaGateway
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from gateway_harness import table_rows
-
-from conftest import KafkaGateway
+from kafka_harness import KafkaGateway
 
 pytestmark = pytest.mark.slow
 

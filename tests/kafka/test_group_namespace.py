@@ -6,9 +6,8 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from test_wire import _connect, _frame, _read, _response
+from kafka_harness import KafkaGateway, connect, frame, read_frame, response
 
-from conftest import KafkaGateway
 from topiclake.errors import InconsistentGroupProtocol
 
 JOIN = {
@@ -25,13 +24,13 @@ def test_a_group_is_one_namespace_across_http_and_kafka(kafka: KafkaGateway) -> 
     groups = kafka.gw.broker.groups
     kafka.gw.broker.create_topic("t")
     http_member = groups.join("shared", topics=["t"])
-    with _connect(kafka) as s:  # a Kafka member cannot join a group HTTP members hold
-        s.sendall(_frame(11, 5, JOIN))
-        assert _response(11, 5, _read(s)).error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+    with connect(kafka) as s:  # a Kafka member cannot join a group HTTP members hold
+        s.sendall(frame(11, 5, JOIN))
+        assert response(11, 5, read_frame(s)).error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
     groups.leave("shared", http_member.member_id)
-    with _connect(kafka) as s:  # ... and the other way round
-        s.sendall(_frame(11, 5, JOIN))
-        joined = _response(11, 5, _read(s))
+    with connect(kafka) as s:  # ... and the other way round
+        s.sendall(frame(11, 5, JOIN))
+        joined = response(11, 5, read_frame(s))
         assert joined.error_code == 0 and joined.leader == joined.member_id
         with pytest.raises(InconsistentGroupProtocol):
             groups.join("shared", topics=["t"])
@@ -67,17 +66,17 @@ def test_log_append_time_topics(kafka: KafkaGateway) -> None:
 def test_a_silent_member_expires_and_the_live_one_gets_its_partitions(kafka: KafkaGateway) -> None:
     kafka.gw.broker.create_topic("t", partitions=2)
     silent = {**JOIN, "group_id": "exp", "session_timeout": 1000, "rebalance_timeout": 1000}
-    with _connect(kafka) as s:  # joins, syncs, then never heartbeats again
-        s.sendall(_frame(11, 5, silent))
-        joined = _response(11, 5, _read(s))
+    with connect(kafka) as s:  # joins, syncs, then never heartbeats again
+        s.sendall(frame(11, 5, silent))
+        joined = response(11, 5, read_frame(s))
         sync = {
             "group_id": "exp",
             "generation_id": joined.generation_id,
             "member_id": joined.member_id,
             "assignments": [{"member_id": joined.member_id, "assignment": b""}],
         }
-        s.sendall(_frame(14, 3, sync))
-        assert _response(14, 3, _read(s)).error_code == 0
+        s.sendall(frame(14, 3, sync))
+        assert response(14, 3, read_frame(s)).error_code == 0
         c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "exp", "session.timeout.ms": 6000})
         try:
             c.subscribe(["t"])

@@ -7,9 +7,8 @@ import subprocess
 
 import pytest
 from gateway_harness import table_rows
+from kafka_harness import KafkaGateway
 from kafka_jars import classpath
-
-from conftest import KafkaGateway
 
 pytestmark = [
     pytest.mark.slow,

@@ -10,8 +10,8 @@ import pyarrow.compute as pc
 import pytest
 from gateway_harness import table_rows
 from kafka.admin import NewTopic
+from kafka_harness import KafkaGateway
 
-from conftest import KafkaGateway
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from confluent_kafka import Consumer, Producer
-
-from conftest import free_port
+from kafka_harness import free_port
 
 pytestmark = pytest.mark.slow
 

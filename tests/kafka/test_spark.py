@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from gateway_harness import table_rows
+from kafka_harness import KafkaGateway
 from kafka_jars import spark_kafka_jars
 
-from conftest import KafkaGateway
 from topiclake.platform import Record
 
 pytestmark = [

@@ -4,68 +4,17 @@ errors, acks=0, and a clear error for a taken port."""
 from __future__ import annotations
 
 import asyncio
-import io
 import socket
 import struct
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from gateway_harness import table_rows
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kafka_harness import HELLO, KafkaGateway, connect, frame, free_port, read_frame, response
 
-from conftest import KafkaGateway, free_port
 from topiclake.kafka import SUPPORTED, KafkaListener, KafkaListenerError
-from topiclake.kafka.codec import build
 from topiclake.platform import Broker, Storage
-
-
-def _connect(kafka: KafkaGateway) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", kafka.port), timeout=10)
-
-
-def _frame(api_key: int, version: int, body: dict[str, Any], correlation_id: int = 7) -> bytes:
-    cls = load_request_schema(api_key, version)
-    buf = io.BytesIO()
-    header_cls = cls.__header_schema__
-    header = build(
-        header_cls,
-        {
-            "request_api_key": api_key,
-            "request_api_version": version,
-            "correlation_id": correlation_id,
-            "client_id": "wire-test",
-        },
-    )
-    entity_writer(header_cls)(buf, header)
-    entity_writer(cls)(buf, build(cls, body))
-    data = buf.getvalue()
-    return struct.pack(">i", len(data)) + data
-
-
-def _read(sock: socket.socket) -> bytes:
-    head = b""
-    while len(head) < 4:
-        chunk = sock.recv(4 - len(head))
-        if not chunk:
-            raise ConnectionError("closed")
-        head += chunk
-    (size,) = struct.unpack(">i", head)
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
-def _response(api_key: int, version: int, data: bytes) -> Any:
-    cls = load_response_schema(api_key, version)
-    _header, n = entity_reader(cls.__header_schema__)(data, 0)
-    return entity_reader(cls)(data, n)[0]
 
 
 def _closed(sock: socket.socket) -> bool:
@@ -76,22 +25,22 @@ def _closed(sock: socket.socket) -> bool:
 
 
 def test_api_versions_advertises_exactly_what_is_implemented(kafka: KafkaGateway) -> None:
-    with _connect(kafka) as s:
-        s.sendall(_frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
-        resp = _response(18, 3, _read(s))
+    with connect(kafka) as s:
+        s.sendall(frame(18, 3, HELLO))
+        resp = response(18, 3, read_frame(s))
         assert resp.error_code == 0
         assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == SUPPORTED
         # KIP-511: a newer ApiVersions than we know is answered in v0 with UNSUPPORTED_VERSION and our list
-        frame = bytearray(_frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
-        struct.pack_into(">h", frame, 6, 99)
-        s.sendall(bytes(frame))
-        v0 = _response(18, 0, _read(s))
+        newer = bytearray(frame(18, 3, HELLO))
+        struct.pack_into(">h", newer, 6, 99)
+        s.sendall(bytes(newer))
+        v0 = response(18, 0, read_frame(s))
         assert v0.error_code == 35 and len(v0.api_keys) == len(SUPPORTED)
 
 
 def test_bad_frames_close_only_their_connection(kafka: KafkaGateway) -> None:
     kafka.gw.broker.create_topic("t")
-    ok = _connect(kafka)
+    ok = connect(kafka)
     try:
         bad_cases = [
             struct.pack(">i", 2**30) + b"\0" * 16,  # oversized
@@ -100,22 +49,22 @@ def test_bad_frames_close_only_their_connection(kafka: KafkaGateway) -> None:
             struct.pack(">i", 50) + b"\0" * 10,  # truncated: the client goes away mid-request
         ]
         for raw in bad_cases:
-            with _connect(kafka) as s:
+            with connect(kafka) as s:
                 s.sendall(raw)
                 if raw is not bad_cases[-1]:
                     assert _closed(s)
         # the other connection and the broker are unharmed
-        ok.sendall(_frame(3, 12, {"topics": None, "allow_auto_topic_creation": False}))
-        md = _response(3, 12, _read(ok))
+        ok.sendall(frame(3, 12, {"topics": None, "allow_auto_topic_creation": False}))
+        md = response(3, 12, read_frame(ok))
         assert [t.name for t in md.topics] == ["t"] and md.topics[0].partitions[0].leader_id == 0
     finally:
         ok.close()
 
 
 def test_unsupported_version_of_a_known_api_gets_an_answer(kafka: KafkaGateway) -> None:
-    with _connect(kafka) as s:
-        s.sendall(_frame(3, 13, {"topics": None}))  # Metadata v13: kio knows it, we do not advertise it
-        resp = _response(3, 13, _read(s))
+    with connect(kafka) as s:
+        s.sendall(frame(3, 13, {"topics": None}))  # Metadata v13: kio knows it, we do not advertise it
+        resp = response(3, 13, read_frame(s))
         assert resp.error_code == 35
 
 
@@ -139,16 +88,16 @@ def test_corrupt_batch_is_refused_per_partition_and_acks_zero_has_no_answer(kafk
             {"name": "missing", "partition_data": [{"index": 0, "records": good}]},
         ],
     }
-    with _connect(kafka) as s:
-        s.sendall(_frame(0, 9, body))
-        resp = _response(0, 9, _read(s))
+    with connect(kafka) as s:
+        s.sendall(frame(0, 9, body))
+        resp = response(0, 9, read_frame(s))
         codes = {(t.name, p.index): p.error_code for t in resp.responses for p in t.partition_responses}
         assert codes == {("t", 0): 0, ("t", 1): 2, ("missing", 0): 3}  # ok, CORRUPT_MESSAGE, UNKNOWN_TOPIC
-        s.sendall(_frame(0, 9, {**body, "acks": 0, "topic_data": body["topic_data"][:1]}, correlation_id=8))
+        s.sendall(frame(0, 9, {**body, "acks": 0, "topic_data": body["topic_data"][:1]}, correlation_id=8))
         s.sendall(
-            _frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}, correlation_id=9)
+            frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}, correlation_id=9)
         )
-        nxt = _read(s)
+        nxt = read_frame(s)
         assert struct.unpack_from(">i", nxt)[0] == 9  # acks=0 got no answer; the next request did
     deadline = time.monotonic() + 10
     while table_rows(kafka.gw, "t").num_rows < 2 and time.monotonic() < deadline:
@@ -179,9 +128,9 @@ def test_idempotent_retries_are_answered_with_the_original_offset_and_zombies_fe
         b.append(0, 1_700_000_000_000, None, value, [])
         return bytes(b.build())
 
-    with _connect(kafka) as s:
+    with connect(kafka) as s:
         s.sendall(
-            _frame(
+            frame(
                 22,
                 4,
                 {
@@ -192,7 +141,7 @@ def test_idempotent_retries_are_answered_with_the_original_offset_and_zombies_fe
                 },
             )
         )
-        init = _response(22, 4, _read(s))
+        init = response(22, 4, read_frame(s))
         pid, epoch = init.producer_id, init.producer_epoch
         assert init.error_code == 0 and pid >= 0 and epoch == 0
 
@@ -201,8 +150,8 @@ def test_idempotent_retries_are_answered_with_the_original_offset_and_zombies_fe
                 "name": "t",
                 "partition_data": [{"index": partition, "records": batch(pid, ep, seq, value)}],
             }
-            s.sendall(_frame(0, 9, {"acks": -1, "timeout": 5000, "topic_data": [data]}))
-            p = _response(0, 9, _read(s)).responses[0].partition_responses[0]
+            s.sendall(frame(0, 9, {"acks": -1, "timeout": 5000, "topic_data": [data]}))
+            p = response(0, 9, read_frame(s)).responses[0].partition_responses[0]
             return int(p.error_code), int(p.base_offset)
 
         assert produce(0, 0, b"a") == (0, 0)
@@ -211,7 +160,7 @@ def test_idempotent_retries_are_answered_with_the_original_offset_and_zombies_fe
         assert produce(0, 1, b"c") == (0, 1)
         assert produce(0, 5, b"gap")[0] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
         s.sendall(
-            _frame(
+            frame(
                 22,
                 4,
                 {
@@ -222,7 +171,7 @@ def test_idempotent_retries_are_answered_with_the_original_offset_and_zombies_fe
                 },
             )
         )
-        bumped = _response(22, 4, _read(s))
+        bumped = response(22, 4, read_frame(s))
         assert (bumped.producer_id, bumped.producer_epoch) == (pid, 1)
         assert produce(0, 0, b"new epoch", ep=1) == (0, 2)
         assert produce(0, 2, b"zombie", ep=0)[0] == 47  # INVALID_PRODUCER_EPOCH
@@ -242,10 +191,10 @@ def test_pipelined_idempotent_batches_keep_their_order(kafka: KafkaGateway) -> N
         for i in range(10):
             b.append(i, 1_700_000_000_000, None, b"%d" % (10 * k + i), [])
         data = {"name": "p", "partition_data": [{"index": 0, "records": bytes(b.build())}]}
-        frames.append(_frame(0, 9, {"acks": -1, "timeout": 10000, "topic_data": [data]}, correlation_id=k))
-    with _connect(kafka) as s:
+        frames.append(frame(0, 9, {"acks": -1, "timeout": 10000, "topic_data": [data]}, correlation_id=k))
+    with connect(kafka) as s:
         s.sendall(b"".join(frames))
-        answers = [_response(0, 9, _read(s)).responses[0].partition_responses[0] for _ in frames]
+        answers = [response(0, 9, read_frame(s)).responses[0].partition_responses[0] for _ in frames]
     assert [(a.error_code, a.base_offset) for a in answers] == [(0, 10 * k) for k in range(20)]
     values = table_rows(kafka.gw, "p")["value"].to_pylist()
     assert values == [b"%d" % i for i in range(200)]
