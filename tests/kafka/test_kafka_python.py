@@ -17,20 +17,30 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 pytestmark = pytest.mark.slow
 
 
-def _poll_until(consumers: list[KafkaConsumer], want: int, timeout_s: float = 45) -> list[list[object]]:
+def _poll_until(
+    consumers: list[KafkaConsumer], want: int, timeout_s: float = 45, commit: bool = False
+) -> list[list[object]]:
     """Each consumer polls in its own thread (as separate processes would) until ``want`` records came and
-    every consumer owns partitions, or the time is up."""
+    every consumer owns partitions, or the time is up; then, with ``commit``, each commits half of what it
+    owns from its own thread while the others keep theirs going."""
     got: list[list[object]] = [[] for _ in consumers]
     deadline = time.monotonic() + timeout_s
     done = threading.Event()
 
     owned: list[set[object]] = [set() for _ in consumers]
 
+    errors: list[BaseException] = []
+
     def run(i: int, c: KafkaConsumer) -> None:  # a consumer is used by its own thread only
         while not done.is_set() and time.monotonic() < deadline:
             for msgs in c.poll(timeout_ms=100).values():
                 got[i] += msgs
             owned[i] = set(c.assignment())
+        if commit:
+            try:
+                _commit_half(c)
+            except BaseException as exc:
+                errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(i, c), daemon=True) for i, c in enumerate(consumers)]
     for t in threads:
@@ -41,7 +51,8 @@ def _poll_until(consumers: list[KafkaConsumer], want: int, timeout_s: float = 45
         time.sleep(0.05)
     done.set()
     for t in threads:
-        t.join(10)
+        t.join(30)
+    assert not errors, errors
     return got
 
 
@@ -79,14 +90,12 @@ def test_admin_produce_group_commit_restart_resume(kafka: KafkaGateway) -> None:
         "enable_auto_commit": False,
     }
     timing = {"session_timeout_ms": 15000, "heartbeat_interval_ms": 1000}
-    members = [KafkaConsumer("orders", **timing, **opts) for _ in range(2)]
+    members = [_subscribed(**timing, **opts) for _ in range(2)]
     try:
-        _poll_until(members, 40)
+        # commit half of every partition each member owns: offset 5 (or the end, if shorter)
+        _poll_until(members, 40, commit=True)
         owned = [sorted(tp.partition for tp in c.assignment()) for c in members]
         assert sorted(owned[0] + owned[1]) == [0, 1, 2, 3] and all(owned), owned
-        # commit half of every partition: offset 5 (or the end, if shorter)
-        for c in members:
-            c.commit({tp: _meta(min(5, c.end_offsets([tp])[tp])) for tp in c.assignment()})
     finally:
         for c in members:
             c.close()
@@ -94,7 +103,7 @@ def test_admin_produce_group_commit_restart_resume(kafka: KafkaGateway) -> None:
     assert len(committed) == 4
 
     # restart: a new member resumes exactly after the commit
-    resumed = KafkaConsumer("orders", **opts)
+    resumed = _subscribed(**opts)
     try:
         got = _poll_until([resumed], 40 - sum(c.offset for c in committed.values()))[0]
         seen = {(m.partition, m.offset) for m in got}  # type: ignore[attr-defined]
@@ -105,6 +114,29 @@ def test_admin_produce_group_commit_restart_resume(kafka: KafkaGateway) -> None:
             assert not any(part == p and off < c.offset for part, off in seen)
     finally:
         resumed.close()
+
+
+def _subscribed(**opts: object) -> KafkaConsumer:
+    """A consumer subscribed to ``orders`` once its metadata knows the topic: kafka-python 3.0.12's leader
+    otherwise assigns with no partition metadata first, and its rejoin after that can stall the client."""
+    c = KafkaConsumer(**opts)
+    assert c.partitions_for_topic("orders") == {0, 1, 2, 3}
+    c.subscribe(["orders"])
+    return c
+
+
+def _commit_half(c: KafkaConsumer) -> None:
+    """Commit offset 5 (or the end) of every partition the member owns; a commit that meets a rebalance
+    (kafka-python's leader rejoins when its metadata snapshot changes) is retried after a poll."""
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
+
+    for _ in range(20):
+        try:
+            c.commit({tp: _meta(min(5, c.end_offsets([tp])[tp])) for tp in c.assignment()})
+            return
+        except (CommitFailedError, RebalanceInProgressError):
+            c.poll(timeout_ms=200)  # rejoin; the other members keep polling in their threads
+    raise AssertionError("commit kept meeting rebalances")
 
 
 def _meta(offset: int) -> object:
