@@ -69,7 +69,7 @@ def free_port() -> int:
 class GatewayProcess:
     """``topiclake serve`` in a subprocess on 127.0.0.1 over ``warehouse``; output goes to ``log``;
     ``env`` adds settings (``TOPICLAKE_*``), ``args`` more ``serve`` options (``--broker-id``); ``port``
-    default: a free one."""
+    default: a free one; ``kafka_port`` turns the Kafka listener on."""
 
     def __init__(
         self,
@@ -78,12 +78,14 @@ class GatewayProcess:
         env: dict[str, str] | None = None,
         args: tuple[str, ...] = (),
         port: int | None = None,
+        kafka_port: int = 0,
     ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse)]
         cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
+        cmd += ["--kafka-port", str(kafka_port)]  # 0: no Kafka listener (never 9092 by accident)
         cmd += ["--schema-registry-port", "0", *args]  # never Confluent's 8081: runs side by side with tests
         self._out = log.open("ab")
         self.proc = subprocess.Popen(

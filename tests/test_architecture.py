@@ -38,3 +38,16 @@ def test_foreign_errors_are_not_caught_above_the_core() -> None:
     for folder in ("api", "spark"):
         for path in (REPO / "src" / "topiclake" / folder).rglob("*.py"):
             assert "deltalake.exceptions" not in path.read_text(), path
+
+
+def test_kafka_listener_never_imports_fastapi_or_pyspark() -> None:
+    code = (
+        "import sys\n"
+        "import topiclake.kafka, topiclake.kafka.handlers\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette', 'pyspark'))\n"
+        "assert not bad, bad\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

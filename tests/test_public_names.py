@@ -103,6 +103,7 @@ PINNED: dict[str, list[str]] = {
         "encode_wire",
         "parse",
     ],
+    "topiclake.kafka": ["KafkaListener", "KafkaListenerError", "SUPPORTED"],
 }
 
 

@@ -49,6 +49,15 @@ class GatewaySettings(BaseSettings):
     consumer_request_timeout_ms: int = Field(
         1_000, ge=0, description="Longest wait of a REST Proxy consumer read when no record is there."
     )
+    kafka_port: int = Field(
+        9092, ge=0, le=65535, description="Port of the Kafka protocol listener (0 turns it off)."
+    )
+    kafka_advertised_host: str | None = Field(
+        None, description="Host Kafka clients are told to use for this broker (default: host)."
+    )
+    kafka_advertised_port: int | None = Field(
+        None, ge=1, le=65535, description="Port Kafka clients are told to use (default: kafka_port)."
+    )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     cluster: bool = Field(
         True,

@@ -39,10 +39,14 @@ def _free_port() -> int:
 
 
 def start_gateway(
-    warehouse: Path, settings_overrides: dict[str, object] | None = None, **broker_options: object
+    warehouse: Path,
+    settings_overrides: dict[str, object] | None = None,
+    kafka_port: int = 0,
+    **broker_options: object,
 ) -> tuple[Gateway, uvicorn.Server, threading.Thread]:
     """Start uvicorn in a thread; return once it answers /healthz (``settings_overrides``: more
-    GatewaySettings fields)."""
+    GatewaySettings fields). The Kafka listener is off unless ``kafka_port`` is given (never 9092 by
+    accident)."""
     port = _free_port()
     config = BrokerConfig(**{"linger_ms": 1.0, **broker_options})  # type: ignore[arg-type]
     settings = GatewaySettings(
@@ -50,6 +54,7 @@ def start_gateway(
         host="127.0.0.1",
         port=port,
         broker=config,
+        kafka_port=kafka_port,
         **(settings_overrides or {}),  # type: ignore[arg-type]
     )
     storage = Storage(str(warehouse))

@@ -101,6 +101,26 @@ def create_app(
             instance_timeout_ms=settings.consumer_instance_timeout_ms,
             request_timeout_ms=settings.consumer_request_timeout_ms,
         )
+        kafka = None
+        if settings.kafka_port:
+            from topiclake.kafka import KafkaListener
+
+            kafka = KafkaListener(
+                app.state.broker,
+                settings.host,
+                settings.kafka_port,
+                settings.kafka_advertised_host or settings.advertised_host,
+                settings.kafka_advertised_port,
+                settings.max_request_bytes,
+            )
+            try:
+                await kafka.start()
+            except Exception:
+                app.state.consumer_instances.close()
+                if own:
+                    app.state.broker.close()
+                raise
+        app.state.kafka = kafka
         logger.info(
             "topiclake %s broker %d ready on warehouse %s",
             topiclake.__version__,
@@ -110,6 +130,8 @@ def create_app(
         try:
             yield
         finally:
+            if kafka is not None:
+                await kafka.close()
             app.state.consumer_instances.close()  # instances commit (with auto commit) and leave
             if own:
                 app.state.broker.close()

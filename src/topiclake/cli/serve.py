@@ -40,6 +40,21 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    kafka_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port of the Kafka protocol listener (default 9092; 0 turns it off).",
+            envvar="TOPICLAKE_KAFKA_PORT",
+        ),
+    ] = None,
+    kafka_advertised_host: Annotated[
+        str | None,
+        typer.Option(help="Host Kafka clients are told to use.", envvar="TOPICLAKE_KAFKA_ADVERTISED_HOST"),
+    ] = None,
+    kafka_advertised_port: Annotated[
+        int | None,
+        typer.Option(help="Port Kafka clients are told to use.", envvar="TOPICLAKE_KAFKA_ADVERTISED_PORT"),
+    ] = None,
     log_level: Annotated[
         str | None,
         typer.Option(help="debug, info, warning or error (default info).", envvar="TOPICLAKE_LOG_LEVEL"),
@@ -62,8 +77,9 @@ def serve(
         typer.Option(help="This broker's rack, reported in metadata.", envvar="TOPICLAKE_BROKER__RACK"),
     ] = None,
 ) -> None:
-    """Run a broker: the HTTP API over the warehouse. Brokers started on one warehouse with different
-    --broker-id form one cluster: they elect a controller and share out the partitions' leadership."""
+    """Run a broker: the HTTP API and the Kafka protocol over the warehouse. Brokers started on one warehouse
+    with different --broker-id form one cluster: they elect a controller and share out the partitions'
+    leadership."""
     import uvicorn
 
     from topiclake.api import create_app
@@ -79,6 +95,9 @@ def serve(
             "advertised_host": advertised_host,
             "advertised_port": advertised_port,
             "schema_registry_port": schema_registry_port,
+            "kafka_port": kafka_port,
+            "kafka_advertised_host": kafka_advertised_host,
+            "kafka_advertised_port": kafka_advertised_port,
         }.items()
         if v is not None
     }

@@ -471,11 +471,14 @@ class Broker:
         acks: str | int = "all",
         producer: ProducerInfo | None = None,
         timeout_ms: int | None = None,
+        on_appended: Callable[[], None] | None = None,
     ) -> tuple[int, int, int | None]:
         """Columnar append of a whole batch to one partition: (partition, count, base offset).
 
         ``table`` has some of the columns ``key``, ``value`` (binary), ``headers``, ``timestamp_ms`` (int64).
-        No per-record Python work is done. The base offset is None for ``acks=0``.
+        No per-record Python work is done. The base offset is None for ``acks=0``. ``on_appended`` is called
+        once the batch has its offsets, before the wait for the commit (the Kafka listener orders a
+        connection's appends with it while their commits overlap).
         """
         ack = normalize_acks(acks)
         log = self.log(topic)
@@ -504,10 +507,12 @@ class Broker:
             return self._route(
                 topic,
                 partition,
-                lambda: self._append_arrow(topic, log, partition, data, ack, producer, timeout_ms),
+                lambda: self._append_arrow(
+                    topic, log, partition, data, ack, producer, timeout_ms, on_appended
+                ),
                 forward,
             )
-        return self._append_arrow(topic, log, partition, data, ack, producer, timeout_ms)
+        return self._append_arrow(topic, log, partition, data, ack, producer, timeout_ms, on_appended)
 
     def _append_arrow(
         self,
@@ -518,11 +523,14 @@ class Broker:
         ack: str,
         producer: ProducerInfo | None,
         timeout_ms: int | None,
+        on_appended: Callable[[], None] | None = None,
     ) -> tuple[int, int, int | None]:
         if producer is not None:
             seqs = pa.array(range(producer.base_sequence, producer.base_sequence + data.num_rows), pa.int32())
             data = data.append_column("sequence", seqs)
         handle = log.append([(partition, data)], ack, producer)  # type: ignore[arg-type]
+        if on_appended is not None:
+            on_appended()
         if ack == "0":
             return partition, data.num_rows, None
         if ack == "all":

@@ -33,7 +33,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, Literal
 
 from topiclake.errors import (
@@ -111,6 +111,24 @@ class GroupCoordinator:
         self._commit_timeout_s = commit_timeout_ms / 1000
         self._lock = threading.RLock()
         self._groups: dict[str, Group] = {}
+        #: Tells whether members of another protocol (the Kafka listener's classic groups) hold a group id:
+        #: a group is one namespace, so HTTP joins, simple commits and deletes of such a group are refused.
+        self.foreign_groups: Callable[[str], bool] | None = None
+
+    def _check_foreign(self, group_id: str) -> None:
+        if self.foreign_groups is not None and self.foreign_groups(group_id):
+            raise InconsistentGroupProtocol(
+                f"group {group_id} has members speaking the Kafka protocol", group=group_id
+            )
+
+    def has_members(self, group_id: str) -> bool:
+        """Whether the group has live members of this coordinator (HTTP consumers)."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                return False
+            self._expire(group, time.monotonic())
+            return bool(group.members)
 
     # ------------------------------------------------------------------ membership
 
@@ -148,6 +166,7 @@ class GroupCoordinator:
             )
         if max_poll_interval_ms < 1:
             raise InvalidRequest(f"max.poll.interval.ms must be positive, got {max_poll_interval_ms}")
+        self._check_foreign(group_id)
         now = time.monotonic()
         if group_id not in self._groups:
             # a group new to this coordinator may have moved here from another broker of the cluster:
@@ -284,6 +303,8 @@ class GroupCoordinator:
         member_id: str | None,
         generation_id: int,
         offsets: Mapping[TopicPartition, tuple[int, str | None] | int],
+        *,
+        foreign_ok: bool = False,
     ) -> None:
         """Commit offsets (the next offset to read per partition), fenced by the member's generation.
 
@@ -296,12 +317,16 @@ class GroupCoordinator:
             OffsetOutOfRange: An offset beyond the partition's end.
             GroupNotFound, UnknownMemberId, IllegalGeneration, RebalanceInProgress: Fenced; nothing stored.
             GroupNotEmpty: A simple commit to a group with members.
+            InconsistentGroupProtocol: A simple commit to a group of Kafka-protocol members (unless
+                ``foreign_ok``: the Kafka listener fenced it already).
         """
         rules.check_group_id(group_id)
         clean = rules.validate_offsets(self.broker, offsets)
         now = time.monotonic()
         with self._lock:
             if member_id is None or generation_id < 0:
+                if not foreign_ok:
+                    self._check_foreign(group_id)
                 group = self._groups.get(group_id)
                 if group is not None:
                     self._expire(group, now)
@@ -448,7 +473,9 @@ class GroupCoordinator:
         Raises:
             GroupNotFound: No such group.
             GroupNotEmpty: The group has active members.
+            InconsistentGroupProtocol: Kafka-protocol members hold the group.
         """
+        self._check_foreign(group_id)
         with self._lock:
             group = self._groups.get(group_id)
             if group is not None:
@@ -463,6 +490,21 @@ class GroupCoordinator:
             self._groups.pop(group_id, None)
             self.store.delete_group(group_id)
         logger.info("deleted group %s", group_id)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]) -> int:
+        """Delete some committed offsets of a group without members (Kafka's OffsetDelete).
+
+        Raises:
+            GroupNotFound: No such group.
+            GroupNotEmpty: The group has active members.
+            InconsistentGroupProtocol: Kafka-protocol members hold the group.
+        """
+        self._check_foreign(group_id)
+        if self.has_members(group_id):
+            raise GroupNotEmpty(f"group {group_id} has active members", group=group_id)
+        if group_id not in self.store.groups():
+            raise GroupNotFound(f"group {group_id!r} does not exist", group=group_id)
+        return self.store.delete_offsets(group_id, partitions)
 
     def close(self) -> None:
         """Write pending commits and stop the offsets store."""

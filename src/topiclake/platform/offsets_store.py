@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Final
@@ -235,6 +235,22 @@ class OffsetsStore:
         logger.info("deleted the committed offsets of group %s (%d partitions)", group, len(gone))
         return len(gone)
 
+    def delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> int:
+        """Remove the committed offsets of some partitions of a group (Kafka's OffsetDelete).
+
+        Returns:
+            How many partitions had an offset that was removed.
+        """
+        wanted = {(group, t, p) for t, p in partitions}
+        with self._write_lock:
+            with self._lock:
+                gone = [k for k in self._latest if k in wanted]
+            if not gone:
+                return 0
+            self._rewrite(exclude_keys=set(gone))
+        logger.info("deleted %d committed offsets of group %s", len(gone), group)
+        return len(gone)
+
     def compact(self) -> None:
         """Rewrite the table with only the newest row per group/topic/partition."""
         with self._write_lock:
@@ -318,11 +334,15 @@ class OffsetsStore:
             f"offsets commit lost {self._attempts} races against other writers of {self.uri}"
         )
 
-    def _rewrite(self, exclude_group: str | None = None) -> None:
-        """Overwrite the table with the newest rows (minus a deleted group), fenced like an append."""
+    def _rewrite(
+        self, exclude_group: str | None = None, exclude_keys: set[tuple[str, str, int]] | None = None
+    ) -> None:
+        """Overwrite the table with the newest rows (minus a deleted group or deleted partitions' rows),
+        fenced like an append."""
+        drop = exclude_keys or set()
         for attempt in range(1, self._attempts + 1):
             with self._lock:
-                latest = {k: v for k, v in self._latest.items() if k[0] != exclude_group}
+                latest = {k: v for k, v in self._latest.items() if k[0] != exclude_group and k not in drop}
                 seq = self._seq
             records = []
             for (group, _, _), row in sorted(latest.items()):

@@ -1,9 +1,11 @@
 """Idempotent-producer state of one topic: which sequence numbers each producer has written.
 
-A producer's sequence numbers run per topic. The durable state (epoch and last sequence) is committed in
-the same Delta commit as the records, as a ``txn`` action per producer, so a restarted broker knows which
-retries are duplicates. The results of a producer's last few requests are kept in memory so that a retry
-is answered with the original offsets; after a restart they are looked up in the table.
+A producer's sequence numbers run per topic (HTTP), or per partition for a producer whose requests carry
+a ``scope`` (Kafka producers number each partition on its own); each (producer, scope) has its own state.
+The durable state (epoch and last sequence) is committed in the same Delta commit as the records, as a
+``txn`` action per producer and scope, so a restarted broker knows which retries are duplicates. The
+results of a producer's last few requests are kept in memory so that a retry is answered with the
+original offsets; after a restart they are looked up in the table.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ MAX_SEQUENCE = 2**31 - 1
 MAX_EPOCH = 2**15 - 1
 
 
-def producer_app_id(topic: str, producer_id: int) -> str:
-    """The Delta ``txn`` app id under which a producer's state on a topic is committed."""
-    return f"topiclake/producer/{topic}/{producer_id}"
+def producer_app_id(topic: str, producer_id: int, scope: int | None = None) -> str:
+    """The Delta ``txn`` app id under which a producer's state on a topic (or one partition) is committed."""
+    base = f"topiclake/producer/{topic}/{producer_id}"
+    return base if scope is None else f"{base}/p{scope}"
 
 
 def encode_state(epoch: int, last_sequence: int) -> int:
@@ -56,26 +59,28 @@ class Duplicate:
     base_sequence: int
     count: int
     original: Any
+    scope: int | None = None
 
 
 class ProducerStates:
     """Sequence bookkeeping for the producers of one topic. Callers hold the topic's lock.
 
     Args:
-        load: Returns the durable ``(epoch, last_sequence)`` of a producer, or None if it never wrote.
+        load: Returns the durable ``(epoch, last_sequence)`` of a producer in a scope (None: the topic,
+            else a partition), or None if it never wrote there.
     """
 
-    def __init__(self, load: Callable[[int], tuple[int, int] | None]) -> None:
+    def __init__(self, load: Callable[[int, int | None], tuple[int, int] | None]) -> None:
         self._load = load
-        self._entries: dict[int, _Entry] = {}
+        self._entries: dict[tuple[int, int | None], _Entry] = {}
 
-    def _entry(self, producer_id: int) -> _Entry | None:
-        entry = self._entries.get(producer_id)
+    def _entry(self, producer_id: int, scope: int | None) -> _Entry | None:
+        entry = self._entries.get((producer_id, scope))
         if entry is None:
-            durable = self._load(producer_id)
+            durable = self._load(producer_id, scope)
             if durable is not None:
                 entry = _Entry(epoch=durable[0], last_sequence=durable[1])
-                self._entries[producer_id] = entry
+                self._entries[(producer_id, scope)] = entry
         return entry
 
     def check(self, info: ProducerInfo, count: int) -> Duplicate | None:
@@ -93,7 +98,7 @@ class ProducerStates:
             )
         if info.base_sequence < 0 or info.base_sequence + count - 1 > MAX_SEQUENCE:
             raise InvalidRecord("sequence out of range 0..2^31-1", sequence=info.base_sequence)
-        entry = self._entry(info.producer_id)
+        entry = self._entry(info.producer_id, info.scope)
         if entry is None or info.epoch > entry.epoch:
             if info.base_sequence != 0:
                 raise OutOfOrderSequence(
@@ -117,8 +122,8 @@ class ProducerStates:
         if last <= entry.last_sequence:
             for base, n, original in entry.recent:
                 if base == info.base_sequence and n == count:
-                    return Duplicate(info.producer_id, base, n, original)
-            return Duplicate(info.producer_id, info.base_sequence, count, None)
+                    return Duplicate(info.producer_id, base, n, original, info.scope)
+            return Duplicate(info.producer_id, info.base_sequence, count, None, info.scope)
         raise OutOfOrderSequence(
             f"expected sequence {entry.last_sequence + 1}, got {info.base_sequence}",
             producer_id=info.producer_id,
@@ -129,10 +134,10 @@ class ProducerStates:
 
     def record(self, info: ProducerInfo, count: int, handle: Any) -> int:
         """Remember an accepted request; return the ``txn`` version to commit with it."""
-        entry = self._entries.get(info.producer_id)
+        entry = self._entries.get((info.producer_id, info.scope))
         if entry is None or info.epoch > entry.epoch:
             entry = _Entry(epoch=info.epoch, last_sequence=-1)
-            self._entries[info.producer_id] = entry
+            self._entries[(info.producer_id, info.scope)] = entry
         entry.last_sequence = info.base_sequence + count - 1
         entry.recent.append((info.base_sequence, count, handle))
         return encode_state(entry.epoch, entry.last_sequence)

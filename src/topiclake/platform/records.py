@@ -74,12 +74,14 @@ class ProducerInfo:
     """Idempotent-producer fields of a produce request.
 
     The sequence numbers a producer uses are per topic: record ``i`` of a request has sequence
-    ``base_sequence + i``; the next request continues after the last one.
+    ``base_sequence + i``; the next request continues after the last one. A Kafka producer numbers its
+    sequences per partition instead: its requests carry that partition as ``scope`` and go to it alone.
     """
 
     producer_id: int
     epoch: int
     base_sequence: int
+    scope: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from deltalake.exceptions import DeltaError
 from topiclake.errors import (
     BrokerClosed,
     CommitConflict,
+    InvalidRecord,
     NotLeader,
     OffsetOutOfRange,
     PartitionNotFound,
@@ -117,7 +118,7 @@ class _Pending:
     nbytes: int
     handle: AppendHandle
     count: int
-    producer_txn: tuple[int, int] | None = None  # (producer id, txn version)
+    producer_txn: tuple[str, int] | None = None  # (producer txn app id, txn version)
     lazy: LazyBatch | None = None
 
 
@@ -265,10 +266,10 @@ class TopicLog:
         logger.info("topic %s partition %d: recovered high watermark %d", self.topic, p, hwm)
         return _Partition(p, hwm, hwm, base, nbytes, first, TailCache(self._config.tail_cache_bytes))
 
-    def _load_producer(self, producer_id: int) -> tuple[int, int] | None:
+    def _load_producer(self, producer_id: int, scope: int | None) -> tuple[int, int] | None:
         # after a takeover, the snapshot taken then holds what the previous leader committed
         dt = self._takeover_reader or self._dt
-        version = dt.transaction_version(producer_app_id(self.topic, producer_id))
+        version = dt.transaction_version(producer_app_id(self.topic, producer_id, scope))
         return None if version is None else decode_state(version)
 
     def ensure_partitions(self, info: TopicInfo) -> None:
@@ -378,6 +379,12 @@ class TopicLog:
             for p, _ in batches:
                 self._partition(p)
                 self._require_leader(p)
+                if producer is not None and producer.scope is not None and p != producer.scope:
+                    raise InvalidRecord(
+                        f"a producer scoped to partition {producer.scope} cannot write to partition {p}",
+                        topic=self.topic,
+                        partition=p,
+                    )
             if producer is not None:
                 dup = self._producers.check(producer, count)
                 if dup is not None:
@@ -399,7 +406,8 @@ class TopicLog:
                 self._queue.append(pending)
             if producer is not None and handle.pending:
                 version = self._producers.record(producer, count, handle)
-                handle.pending[-1].producer_txn = (producer.producer_id, version)
+                app_id = producer_app_id(self.topic, producer.producer_id, producer.scope)
+                handle.pending[-1].producer_txn = (app_id, version)
             self._queued_records += count
             self._queued_bytes += nbytes
             self._queued_requests += 1
@@ -454,7 +462,8 @@ class TopicLog:
                 self._queue.append(pending)
             if producer is not None and handle.pending:
                 version = self._producers.record(producer, count, handle)
-                handle.pending[-1].producer_txn = (producer.producer_id, version)
+                app_id = producer_app_id(self.topic, producer.producer_id, producer.scope)
+                handle.pending[-1].producer_txn = (app_id, version)
             self._queued_records += count
             self._queued_bytes += nbytes
             self._queued_requests += 1
@@ -482,14 +491,18 @@ class TopicLog:
             )
             return dup.original
         handle = AppendHandle()
-        handle.by_sequence = self._find_sequences(dup.producer_id, dup.base_sequence, dup.count)
+        handle.by_sequence = self._find_sequences(dup.producer_id, dup.base_sequence, dup.count, dup.scope)
         handle.future.set_result(None)
         return handle
 
-    def _find_sequences(self, producer_id: int, base: int, count: int) -> dict[int, tuple[int, int]]:
+    def _find_sequences(
+        self, producer_id: int, base: int, count: int, scope: int | None = None
+    ) -> dict[int, tuple[int, int]]:
         found: dict[int, tuple[int, int]] = {}
         index = self._refresh_index(force=True)
         for p in index.partitions():
+            if scope is not None and p != scope:
+                continue
             for f in reversed(index.files(p)):
                 t = read_file(self._fs, f)
                 mask = pc.and_(
@@ -634,14 +647,14 @@ class TopicLog:
             if not take:
                 return
             ends: dict[int, int] = {}
-            producers: dict[int, int] = {}
+            producers: dict[str, int] = {}
             for pend in take:
                 ends[pend.partition] = pend.base_offset + pend.count
                 if pend.producer_txn is not None:
                     producers[pend.producer_txn[0]] = pend.producer_txn[1]
             now = now_ms()
             txns = [Transaction(partition_app_id(self.topic, p), end, now) for p, end in sorted(ends.items())]
-            txns += [Transaction(producer_app_id(self.topic, pid), v, now) for pid, v in producers.items()]
+            txns += [Transaction(app_id, v, now) for app_id, v in producers.items()]
             led = self._led
             if led is not None:  # the leader epoch travels with every commit of a cluster's leader
                 txns += [

@@ -1,0 +1,55 @@
+"""What every handler gets: the broker, this listener's address and a thread pool for blocking calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from topiclake.platform import Broker
+
+T = TypeVar("T")
+
+
+@dataclass
+class ConnectionState:
+    """State of one client connection.
+
+    Attributes:
+        produce_tail: Completes once the appends of the connection's latest Produce request have their
+            offsets. The next Produce request appends only after it, so a client's pipelined batches of a
+            partition keep their order (their sequence numbers) while their commits overlap.
+    """
+
+    produce_tail: asyncio.Future[None] | None = None
+
+
+@dataclass
+class Context:
+    """Shared state of one Kafka listener.
+
+    Attributes:
+        broker: The broker behind every protocol.
+        host: Advertised host of this listener.
+        port: Advertised port of this listener.
+        executor: Threads for the broker's blocking calls (produce and its commit wait, reads, admin).
+        poll_executor: Threads for Fetch long polls only, so idle consumers never hold up producers.
+        state: Per-listener state that handlers keep (groups of the classic protocol, ...).
+    """
+
+    broker: Broker
+    host: str
+    port: int
+    executor: ThreadPoolExecutor
+    poll_executor: ThreadPoolExecutor
+    state: dict[str, Any] = field(default_factory=dict)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking call on the listener's threads."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def run_poll(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking long poll on the listener's poll threads."""
+        return await asyncio.get_running_loop().run_in_executor(self.poll_executor, fn, *args)

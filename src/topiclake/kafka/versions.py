@@ -1,0 +1,42 @@
+"""The API keys and versions this listener implements: exactly what ApiVersions advertises."""
+
+from __future__ import annotations
+
+from typing import Final
+
+API_VERSIONS: Final = 18
+
+#: api key -> (min version, max version). Every range is one that kio parses and every client in
+#: docs/kafka-protocol.md was tested with. Fetch and FindCoordinator switch librdkafka's RecordBatch v2 and
+#: LZ4 on, so they are part of the first set.
+SUPPORTED: Final[dict[int, tuple[int, int]]] = {
+    0: (3, 9),  # Produce
+    1: (4, 12),  # Fetch
+    2: (1, 7),  # ListOffsets
+    3: (0, 12),  # Metadata
+    8: (2, 8),  # OffsetCommit
+    9: (1, 7),  # OffsetFetch
+    10: (0, 3),  # FindCoordinator
+    11: (0, 7),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 4),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 4),  # ListGroups
+    18: (0, 4),  # ApiVersions
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
+    22: (0, 4),  # InitProducerId
+    32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
+    44: (0, 1),  # IncrementalAlterConfigs
+    47: (0, 0),  # OffsetDelete
+}
+
+
+def supported(api_key: int, version: int) -> bool:
+    """Whether this listener implements ``version`` of ``api_key``."""
+    span = SUPPORTED.get(api_key)
+    return span is not None and span[0] <= version <= span[1]

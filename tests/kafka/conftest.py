@@ -1,0 +1,25 @@
+"""Fixtures of the Kafka listener tests: a real gateway (HTTP + Kafka listener on free ports)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
+
+from gateway_harness import start_gateway, stop_gateway
+from kafka_harness import KafkaGateway, free_port
+
+
+@pytest.fixture
+def kafka(tmp_path: Path) -> Iterator[KafkaGateway]:
+    """A gateway whose Kafka listener is on a free port of 127.0.0.1."""
+    port = free_port()
+    gw, server, thread = start_gateway(tmp_path / "wh", kafka_port=port)
+    try:
+        yield KafkaGateway(gw, f"127.0.0.1:{port}", port)
+    finally:
+        stop_gateway(gw, server, thread)

@@ -1,0 +1,86 @@
+"""Apache Kafka's Java client and tools (kafka-tools 4.2.0 and its runtime closure, without Connect), and
+Spark's Kafka connector (spark-sql-kafka-0-10 for the installed PySpark), resolved once from Maven Central
+with Maven into ``~/.cache/topiclake/jars/`` (like Delta's jars in :mod:`topiclake.jobs.jars`), offline
+afterwards."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+VERSION = "4.2.0"
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.topiclake</groupId><artifactId>kafka-tools-jars</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{v}</version>
+      <exclusions><exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId>
+      </exclusion></exclusions></dependency>
+  </dependencies>
+</project>
+"""
+
+
+_SPARK_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.topiclake</groupId><artifactId>spark-kafka-jars</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.spark</groupId><artifactId>spark-sql-kafka-0-10_2.13</artifactId>
+      <version>{v}</version></dependency>
+  </dependencies>
+</project>
+"""
+# What PySpark lacks of the connector's closure (it ships Scala, Hadoop, lz4, snappy and slf4j itself).
+_SPARK_KEEP = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2")
+
+
+def _resolve(pom_text: str, directory: Path, keep: tuple[str, ...] | None = None) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("Maven (mvn) is needed once to fetch Kafka's jars: apt-get install maven")
+    with tempfile.TemporaryDirectory() as tmp:
+        pom = Path(tmp) / "pom.xml"
+        pom.write_text(pom_text)
+        out = Path(tmp) / "jars"
+        # plugin 3.8.1: the default 2.8 also asks for Spark's test jars, which Central does not serve
+        goal = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
+        cmd = [mvn, "-q", "-B", "-f", str(pom), goal, f"-DoutputDirectory={out}", "-DincludeScope=runtime"]
+        subprocess.run(cmd, check=True, timeout=600)
+        directory.mkdir(parents=True, exist_ok=True)
+        for jar in out.glob("*.jar"):
+            if keep is None or jar.name.startswith(keep):
+                shutil.copy2(jar, directory / jar.name)
+    (directory / ".ok").touch()
+
+
+def spark_kafka_jars() -> list[str]:
+    """The jars Spark's ``format("kafka")`` needs on top of PySpark, resolved on first use."""
+    from importlib.metadata import version
+
+    spark = version("pyspark")
+    directory = Path.home() / ".cache" / "topiclake" / "jars" / f"spark-sql-kafka-{spark}"
+    if not (directory / ".ok").exists():
+        _resolve(_SPARK_POM.format(v=spark), directory, _SPARK_KEEP)
+    return sorted(str(p) for p in directory.glob("*.jar"))
+
+
+def cache_dir() -> Path:
+    """Where the jars are kept (``TOPICLAKE_KAFKA_JARS_DIR`` overrides)."""
+    configured = os.environ.get("TOPICLAKE_KAFKA_JARS_DIR")
+    if configured:
+        return Path(configured)
+    return Path.home() / ".cache" / "topiclake" / "jars" / f"kafka-tools-{VERSION}"
+
+
+def classpath() -> str:
+    """The Java classpath of Kafka's tools, resolving it with Maven on first use."""
+    directory = cache_dir()
+    if not (directory / ".ok").exists():
+        _resolve(_POM.format(v=VERSION), directory)
+    return os.pathsep.join(sorted(str(p) for p in directory.glob("*.jar")))
