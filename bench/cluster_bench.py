@@ -139,6 +139,17 @@ class Cluster:
 
 
 def create_topic(cluster: Cluster, replication: int) -> None:
+    """The bench topic with ``replication`` replicas, once that many brokers are live (a topic created
+    before would get fewer replicas, and a dead broker's partitions would then have nowhere to go)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            brokers = cluster.metadata()["brokers"]
+            if isinstance(brokers, list) and len(brokers) >= replication:
+                break
+        except Exception:
+            pass
+        time.sleep(0.2)
     with TopiclakeClient(bootstrap_servers=cluster.bootstrap(), timeout=30) as tl:
         try:
             tl.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=replication)
