@@ -374,23 +374,9 @@ class TopicLog:
         nbytes = sum(sizes)
         count = sum(t.num_rows for _, t in batches)
         with self._lock:
-            if self._closing:
-                raise BrokerClosed(f"topic {self.topic} is closing", topic=self.topic)
-            for p, _ in batches:
-                self._partition(p)
-                self._require_leader(p)
-                if producer is not None and producer.scope is not None and p != producer.scope:
-                    raise InvalidRecord(
-                        f"a producer scoped to partition {producer.scope} cannot write to partition {p}",
-                        topic=self.topic,
-                        partition=p,
-                    )
-            if producer is not None:
-                dup = self._producers.check(producer, count)
-                if dup is not None:
-                    return self._duplicate(dup)
-            self._budget.acquire(nbytes, topic=self.topic)
-            handle = AppendHandle()
+            handle, duplicate = self._admit([p for p, _ in batches], producer, count, nbytes)
+            if duplicate:
+                return handle
             now = now_ms()
             log_append = self.info.config.message_timestamp_type == "LogAppendTime"
             for (p, table), size in zip(batches, sizes, strict=True):
@@ -404,14 +390,7 @@ class TopicLog:
                 pending = _Pending(p, base, full, size, handle, n)
                 handle.pending.append(pending)
                 self._queue.append(pending)
-            if producer is not None and handle.pending:
-                version = self._producers.record(producer, count, handle)
-                app_id = producer_app_id(self.topic, producer.producer_id, producer.scope)
-                handle.pending[-1].producer_txn = (app_id, version)
-            self._queued_records += count
-            self._queued_bytes += nbytes
-            self._queued_requests += 1
-            self._cond.notify_all()
+            self._enqueued(handle, producer, count, nbytes)
         if acks == "1" or acks == "0":
             logger.debug("topic %s: accepted %d records (acks=%s)", self.topic, count, acks)
         return handle
@@ -428,17 +407,9 @@ class TopicLog:
         nbytes = sum(sizes)
         count = sum(len(rows) for _, rows in batches)
         with self._lock:
-            if self._closing:
-                raise BrokerClosed(f"topic {self.topic} is closing", topic=self.topic)
-            for p, _ in batches:
-                self._partition(p)
-                self._require_leader(p)
-            if producer is not None:
-                dup = self._producers.check(producer, count)
-                if dup is not None:
-                    return self._duplicate(dup)
-            self._budget.acquire(nbytes, topic=self.topic)
-            handle = AppendHandle()
+            handle, duplicate = self._admit([p for p, _ in batches], producer, count, nbytes)
+            if duplicate:
+                return handle
             now = now_ms()
             log_append = self.info.config.message_timestamp_type == "LogAppendTime"
             seq = producer.base_sequence if producer is not None else None
@@ -460,14 +431,7 @@ class TopicLog:
                 pending = _Pending(p, base, None, size, handle, n, lazy=lazy)
                 handle.pending.append(pending)
                 self._queue.append(pending)
-            if producer is not None and handle.pending:
-                version = self._producers.record(producer, count, handle)
-                app_id = producer_app_id(self.topic, producer.producer_id, producer.scope)
-                handle.pending[-1].producer_txn = (app_id, version)
-            self._queued_records += count
-            self._queued_bytes += nbytes
-            self._queued_requests += 1
-            self._cond.notify_all()
+            self._enqueued(handle, producer, count, nbytes)
         return handle
 
     def _materialize(self, take: list[_Pending]) -> None:
@@ -480,6 +444,40 @@ class TopicLog:
         for pend in lazy:
             pend.table = table.slice(start, pend.count)
             start += pend.count
+
+    def _admit(
+        self, partitions: list[int], producer: ProducerInfo | None, count: int, nbytes: int
+    ) -> tuple[AppendHandle, bool]:
+        """Under the lock: refuse what cannot be appended, answer a retried idempotent request with its
+        original (True), or take the memory for a new one and give it a handle (False)."""
+        if self._closing:
+            raise BrokerClosed(f"topic {self.topic} is closing", topic=self.topic)
+        for p in partitions:
+            self._partition(p)
+            self._require_leader(p)
+            if producer is not None and producer.scope is not None and p != producer.scope:
+                raise InvalidRecord(
+                    f"a producer scoped to partition {producer.scope} cannot write to partition {p}",
+                    topic=self.topic,
+                    partition=p,
+                )
+        if producer is not None:
+            dup = self._producers.check(producer, count)
+            if dup is not None:
+                return self._duplicate(dup), True
+        self._budget.acquire(nbytes, topic=self.topic)
+        return AppendHandle(), False
+
+    def _enqueued(self, handle: AppendHandle, producer: ProducerInfo | None, count: int, nbytes: int) -> None:
+        """Under the lock: book a queued request (producer state, counters) and wake the flusher."""
+        if producer is not None and handle.pending:
+            version = self._producers.record(producer, count, handle)
+            app_id = producer_app_id(self.topic, producer.producer_id, producer.scope)
+            handle.pending[-1].producer_txn = (app_id, version)
+        self._queued_records += count
+        self._queued_bytes += nbytes
+        self._queued_requests += 1
+        self._cond.notify_all()
 
     def _duplicate(self, dup: Duplicate) -> AppendHandle:
         if isinstance(dup.original, AppendHandle):
