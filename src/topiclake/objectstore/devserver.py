@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from topiclake.objectstore._proc import stop_process
 
 _READY = "listening on "
 
@@ -118,16 +119,7 @@ class LocalS3Server:
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL) by its pid."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop_process(proc)
 
     def __enter__(self) -> LocalS3Server:
         return self.start()

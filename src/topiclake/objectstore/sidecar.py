@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+from topiclake.objectstore._proc import stop_process
 from topiclake.objectstore.proxy import OPS, S3Proxy
 
 logger = logging.getLogger(__name__)
@@ -206,16 +207,7 @@ class ProxyProcess:
     def stop(self) -> None:
         """Stop the proxy (SIGTERM, then SIGKILL) by its pid."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop_process(proc)
 
     def __enter__(self) -> ProxyProcess:
         return self.start()
