@@ -66,6 +66,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Wait until ``url``/healthz answers 200; False if the process exits or time runs out first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
 class GatewayProcess:
     """``topiclake serve`` in a subprocess on 127.0.0.1 over ``warehouse``; output goes to ``log``;
     ``env`` adds settings (``TOPICLAKE_*``), ``args`` more ``serve`` options (``--broker-id``); ``port``
@@ -91,17 +105,9 @@ class GatewayProcess:
         self.proc = subprocess.Popen(
             cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
         )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"gateway did not start; see {log}:\n{log.read_text()[-2000:]}")
-            time.sleep(0.05)
+        if not wait_healthy(self.url, self.proc, 60):
+            self.stop()
+            raise RuntimeError(f"gateway did not start; see {log}:\n{log.read_text()[-2000:]}")
 
     def rss_mb(self) -> float | None:
         """VmRSS of the gateway process, in MiB."""

@@ -18,7 +18,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -79,17 +78,9 @@ class Bare:
         self.proc = subprocess.Popen(
             [*cmd, "--log-level", "warning"], stdout=self._out, stderr=subprocess.STDOUT
         )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the bare reference did not start; see {log}")
-            time.sleep(0.05)
+        if not _common.wait_healthy(self.url, self.proc, 30):
+            self.stop()
+            raise RuntimeError(f"the bare reference did not start; see {log}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
