@@ -38,6 +38,7 @@ from topiclake.platform.config import BrokerConfig
 from topiclake.platform.group_coordinator import GroupCoordinator
 from topiclake.platform.maintenance import Maintenance
 from topiclake.platform.partitioner import Partitioner
+from topiclake.platform.produce_rows import results_of
 from topiclake.platform.records import (
     INPUT_SCHEMA,
     FetchResult,
@@ -433,22 +434,7 @@ class Broker:
             self._wait(handle, topic, timeout_ms)
         log_append = log.info.config.message_timestamp_type == "LogAppendTime"
         stamps = table["timestamp_ms"].to_pylist() if not log_append else [None] * n
-        results: list[RecordResult | None] = [None] * n
-        if ack == "0":
-            return [RecordResult(target, None, None) for target in targets]
-        if handle.by_sequence is not None and producer is not None:
-            for j in range(n):
-                found = handle.by_sequence.get(producer.base_sequence + j)
-                if found is None:
-                    gone = RequestTimedOut("the original of this retried record is no longer in the log")
-                    results[j] = RecordResult(targets[j], None, None, gone)
-                else:
-                    results[j] = RecordResult(found[0], found[1], None)
-            return results  # type: ignore[return-value]
-        for (part, base, _count), batch_rows in zip(handle.parts, rows, strict=True):
-            for k, row in enumerate(batch_rows):
-                results[row] = RecordResult(part, base + k, stamps[row])
-        return results  # type: ignore[return-value]
+        return results_of(handle, ack, targets, rows, stamps, producer)
 
     def _route(
         self, topic: str, partition: int, local: Callable[[], _T], remote: Callable[[BrokerEndpoint], _T]

@@ -54,26 +54,42 @@ class PendingProduce:
 
     def finish(self) -> list[RecordResult]:
         """One result per request row, in order (after :meth:`committed` for ``acks=all``)."""
-        results = self.results
-        handle = self.handle
-        if handle is None:
-            return results  # type: ignore[return-value]
-        if self.acks == "0":
-            for slot, target in zip(self.ok, self.targets, strict=True):
-                results[slot] = RecordResult(target, None, None)
-        elif handle.by_sequence is not None and self.producer is not None:
-            for j, slot in enumerate(self.ok):
-                found = handle.by_sequence.get(self.producer.base_sequence + j)
-                if found is None:
-                    gone = RequestTimedOut("the original of this retried record is no longer in the log")
-                    results[slot] = RecordResult(self.targets[j], None, None, gone)
-                else:
-                    results[slot] = RecordResult(found[0], found[1], None)
-        else:
-            for (part, base, _count), rows in zip(handle.parts, self.batch_rows, strict=True):
-                for k, j in enumerate(rows):
-                    results[self.ok[j]] = RecordResult(part, base + k, self.stamps[j])
+        if self.handle is None:
+            return self.results  # type: ignore[return-value]
+        queued = results_of(self.handle, self.acks, self.targets, self.batch_rows, self.stamps, self.producer)
+        for slot, res in zip(self.ok, queued, strict=True):
+            self.results[slot] = res
+        return self.results  # type: ignore[return-value]
+
+
+def results_of(
+    handle: AppendHandle,
+    acks: str,
+    targets: list[int],
+    batch_rows: list[list[int]],
+    stamps: list[int | None],
+    producer: ProducerInfo | None,
+) -> list[RecordResult]:
+    """The results of appended rows, in their order: ``targets`` their partitions, ``batch_rows`` which
+    rows each queued batch held, ``stamps`` the CreateTime each was sent with. Shared by every produce
+    path, so a retried idempotent request and acks=0 answer alike everywhere."""
+    n = len(targets)
+    if acks == "0":
+        return [RecordResult(t, None, None) for t in targets]
+    results: list[RecordResult | None] = [None] * n
+    if handle.by_sequence is not None and producer is not None:
+        for j in range(n):
+            found = handle.by_sequence.get(producer.base_sequence + j)
+            if found is None:
+                gone = RequestTimedOut("the original of this retried record is no longer in the log")
+                results[j] = RecordResult(targets[j], None, None, gone)
+            else:
+                results[j] = RecordResult(found[0], found[1], None)
         return results  # type: ignore[return-value]
+    for (part, base, _count), rows in zip(handle.parts, batch_rows, strict=True):
+        for k, j in enumerate(rows):
+            results[j] = RecordResult(part, base + k, stamps[j])
+    return results  # type: ignore[return-value]
 
 
 def start(
