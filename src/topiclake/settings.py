@@ -5,7 +5,7 @@ Example: ``TOPICLAKE_WAREHOUSE=s3://bucket/lake TOPICLAKE_BROKER__LINGER_MS=5 to
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from topiclake.platform.config import BrokerConfig
@@ -58,6 +58,21 @@ class GatewaySettings(BaseSettings):
     kafka_advertised_port: int | None = Field(
         None, ge=1, le=65535, description="Port Kafka clients are told to use (default: kafka_port)."
     )
+    tls_cert: str | None = Field(
+        None, description="PEM certificate (chain) file: HTTP and Kafka listeners speak TLS."
+    )
+    tls_key: str | None = Field(None, description="PEM private key file of tls_cert.")
+    tls_ca: str | None = Field(
+        None,
+        description="PEM CA file: client certificates signed by it are REQUIRED (mTLS); their subject is "
+        "the principal. Brokers also verify each other with it.",
+    )
+    kafka_sasl_mechanisms: str | None = Field(
+        None,
+        description="Comma-separated SASL mechanisms of the Kafka listener when auth is on (default "
+        "SCRAM-SHA-256,SCRAM-SHA-512 and, with TLS, PLAIN; listing PLAIN without TLS allows it over plain "
+        "text, as a SASL_PLAINTEXT listener in Kafka).",
+    )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     cluster: bool = Field(
         True,
@@ -68,3 +83,11 @@ class GatewaySettings(BaseSettings):
     console_sample_ms: int = Field(
         10_000, ge=100, description="How often the web console (/ui) samples rates and lag for its charts."
     )
+
+    @model_validator(mode="after")
+    def _tls_files_go_together(self) -> GatewaySettings:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together: give both (or neither)")
+        if self.tls_ca and not self.tls_cert:
+            raise ValueError("tls_ca (client certificates required) needs tls_cert and tls_key")
+        return self

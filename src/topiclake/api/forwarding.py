@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
+import ssl
 from typing import Any
 
 import httpx
@@ -66,14 +67,18 @@ class HttpForwarder:
 
     Args:
         broker_id: This broker's id, sent in the forwarded-by header.
+        tls: With TLS on: how to verify the other brokers (and present this one's certificate); the
+            forwarder then speaks https.
     """
 
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, tls: ssl.SSLContext | None = None) -> None:
         self._headers = {FORWARDED_HEADER: str(broker_id)}
+        self._scheme = "http" if tls is None else "https"
         self._client = httpx.Client(
             timeout=httpx.Timeout(35.0, connect=2.0),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
             headers=self._headers,
+            verify=tls if tls is not None else True,
         )
 
     def close(self) -> None:
@@ -81,7 +86,7 @@ class HttpForwarder:
         self._client.close()
 
     def _send(self, target: BrokerEndpoint, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        url = f"http://{target.host}:{target.port}{path}"
+        url = f"{self._scheme}://{target.host}:{target.port}{path}"
         try:
             response = self._client.request(method, url, **kwargs)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # never sent: safe to try elsewhere
@@ -218,9 +223,11 @@ GROUP_PROXY_HEADER = "x-topiclake-group-proxied-by"
 class ClusterRouting:
     """ASGI middleware: marks forwarded requests, and proxies group requests to the group's coordinator."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, tls: ssl.SSLContext | None = None) -> None:
         self.app = app
         self._client: httpx.AsyncClient | None = None
+        self._tls = tls
+        self._scheme = "http" if tls is None else "https"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -257,7 +264,9 @@ class ClusterRouting:
 
     async def _proxy(self, scope: Scope, receive: Receive, send: Send, target: BrokerEndpoint) -> None:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(90.0, connect=2.0))
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(90.0, connect=2.0), verify=self._tls if self._tls is not None else True
+            )
         body = b""
         while True:
             message: Message = await receive()
@@ -269,7 +278,7 @@ class ClusterRouting:
         ]
         headers.append((GROUP_PROXY_HEADER, "1"))
         query = scope.get("query_string", b"").decode()
-        url = f"http://{target.host}:{target.port}{scope['path']}" + (f"?{query}" if query else "")
+        url = f"{self._scheme}://{target.host}:{target.port}{scope['path']}" + (f"?{query}" if query else "")
         try:
             response = await self._client.request(scope["method"], url, headers=headers, content=body)
         except httpx.HTTPError as exc:

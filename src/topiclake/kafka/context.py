@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from topiclake.platform import Broker
+from topiclake.security.principal import Principal
 
 T = TypeVar("T")
 
@@ -21,9 +22,11 @@ class ConnectionState:
         produce_tail: Completes once the appends of the connection's latest Produce request have their
             offsets. The next Produce request appends only after it, so a client's pipelined batches of a
             partition keep their order (their sequence numbers) while their commits overlap.
+        tls_principal: The principal of the connection's verified TLS client certificate (mTLS), if any.
     """
 
     produce_tail: asyncio.Future[None] | None = None
+    tls_principal: Principal | None = None
 
 
 @dataclass

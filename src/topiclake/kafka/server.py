@@ -13,6 +13,7 @@ import dataclasses
 import errno
 import logging
 import socket
+import ssl
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
@@ -25,6 +26,7 @@ from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_resp
 from topiclake.kafka.versions import API_VERSIONS, supported
 from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
+from topiclake.security.tls import peer_principal
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,8 @@ class KafkaListener:
             ``host`` is a wildcard address).
         advertised_port: Port clients are told to use (default ``port``).
         max_request_bytes: Largest request frame (Kafka's ``socket.request.max.bytes``).
+        tls: A server SSL context: the listener speaks TLS (Kafka's SSL / SASL_SSL); one that requires
+            client certificates makes the certificate's subject the connection's principal.
     """
 
     def __init__(
@@ -59,11 +63,14 @@ class KafkaListener:
         advertised_host: str | None = None,
         advertised_port: int | None = None,
         max_request_bytes: int = 100 * 1024 * 1024,
+        *,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.broker = broker
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
+        self.tls = tls
         if advertised_host is None and host in ("0.0.0.0", "::", ""):
             advertised_host = socket.getfqdn()  # a wildcard bind is no address a client can use
         self.context = Context(
@@ -85,7 +92,13 @@ class KafkaListener:
             KafkaListenerError: The port is in use or cannot be bound.
         """
         try:
-            self._server = await asyncio.start_server(self._connection, self.host, self.port)
+            self._server = await asyncio.start_server(
+                self._connection,
+                self.host,
+                self.port,
+                ssl=self.tls,
+                ssl_handshake_timeout=10 if self.tls else None,
+            )
         except OSError as exc:
             why = "is already in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc})"
             raise KafkaListenerError(
@@ -98,7 +111,8 @@ class KafkaListener:
         self.broker.groups.foreign_groups = self.groups.active
         self.broker.advertise(Endpoint("kafka", self.context.host, self.context.port))
         logger.info(
-            "kafka listener of broker %d on %s:%d (advertised %s:%d)",
+            "kafka listener (%s) of broker %d on %s:%d (advertised %s:%d)",
+            "SSL" if self.tls else "PLAINTEXT",
             self.broker.config.broker_id,
             self.host,
             self.port,
@@ -130,7 +144,7 @@ class KafkaListener:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         pending: asyncio.Queue[asyncio.Task[object] | None] = asyncio.Queue(maxsize=_PIPELINE)
-        state = ConnectionState()
+        state = ConnectionState(tls_principal=peer_principal(writer.get_extra_info("ssl_object")))
         responder = asyncio.create_task(self._respond(pending, writer, peer))
         try:
             while not responder.done():
@@ -141,7 +155,7 @@ class KafkaListener:
                     break
                 frame = await reader.readexactly(size)
                 await pending.put(asyncio.create_task(self._dispatch(frame, peer, state)))
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
         except asyncio.CancelledError:
             responder.cancel()
