@@ -28,6 +28,7 @@ from topiclake.api.routes import (
     rest_v3_groups,
 )
 from topiclake.api.tls import broker_client_context, listener_context
+from topiclake.security import security_from_settings
 from topiclake.errors import TopiclakeError
 from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
@@ -102,6 +103,10 @@ def create_app(
             instance_timeout_ms=settings.consumer_instance_timeout_ms,
             request_timeout_ms=settings.consumer_request_timeout_ms,
         )
+        own_security = getattr(app.state, "security", None) is None
+        if own_security:  # sec-kafka: the listeners' one Security (the HTTP side may have made it already)
+            app.state.security = security_from_settings(settings, settings.storage_options)
+            app.state.security.authorizer.start()
         kafka = None
         if settings.kafka_port:
             from topiclake.kafka import KafkaListener
@@ -114,6 +119,8 @@ def create_app(
                 settings.kafka_advertised_port,
                 settings.max_request_bytes,
                 tls=listener_context(settings),
+                security=app.state.security,
+                sasl_mechanisms=settings.kafka_sasl_mechanisms,
             )
             try:
                 await kafka.start()
@@ -134,6 +141,8 @@ def create_app(
         finally:
             if kafka is not None:
                 await kafka.close()
+            if own_security:
+                app.state.security.close()
             app.state.consumer_instances.close()  # instances commit (with auto commit) and leave
             if own:
                 app.state.broker.close()

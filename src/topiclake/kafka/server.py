@@ -18,20 +18,29 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from topiclake.errors import TopiclakeError
-from topiclake.kafka import codec
+from topiclake.kafka import codec, sasl
 from topiclake.kafka import errors as kerr
+from topiclake.kafka.authz import guarded
 from topiclake.kafka.classic_groups import ClassicGroups
 from topiclake.kafka.context import ConnectionState, Context
 from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_response
-from topiclake.kafka.versions import API_VERSIONS, supported
+from topiclake.kafka.versions import API_VERSIONS, BEFORE_AUTHENTICATION, supported
 from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
+from topiclake.security import ANONYMOUS, Security
 from topiclake.security.tls import peer_principal
 
 logger = logging.getLogger(__name__)
 
 _CLOSE: Final = object()
 _PIPELINE: Final = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class _Last:
+    """An answer after which the connection is closed (a failed SASL exchange)."""
+
+    data: bytes
 
 
 class KafkaListenerError(TopiclakeError):
@@ -53,6 +62,9 @@ class KafkaListener:
         max_request_bytes: Largest request frame (Kafka's ``socket.request.max.bytes``).
         tls: A server SSL context: the listener speaks TLS (Kafka's SSL / SASL_SSL); one that requires
             client certificates makes the certificate's subject the connection's principal.
+        security: Authentication and ACLs (default: open). With auth on, a connection must authenticate
+            with SASL (or bring a TLS client certificate) before anything but ApiVersions and SASL.
+        sasl_mechanisms: Comma-separated SASL mechanisms to offer (:func:`topiclake.kafka.sasl.mechanisms`).
     """
 
     def __init__(
@@ -65,6 +77,8 @@ class KafkaListener:
         max_request_bytes: int = 100 * 1024 * 1024,
         *,
         tls: ssl.SSLContext | None = None,
+        security: Security | None = None,
+        sasl_mechanisms: str | None = None,
     ) -> None:
         self.broker = broker
         self.host = host
@@ -79,6 +93,10 @@ class KafkaListener:
             advertised_port or port,
             ThreadPoolExecutor(max_workers=64, thread_name_prefix="kafka"),
             ThreadPoolExecutor(max_workers=64, thread_name_prefix="kafka-poll"),
+        )
+        self.context.security = security or Security.open()
+        self.context.sasl_mechanisms = sasl.mechanisms(
+            self.context.security, tls is not None, sasl_mechanisms
         )
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -111,7 +129,8 @@ class KafkaListener:
         self.broker.groups.foreign_groups = self.groups.active
         self.broker.advertise(Endpoint("kafka", self.context.host, self.context.port))
         logger.info(
-            "kafka listener (%s) of broker %d on %s:%d (advertised %s:%d)",
+            "kafka listener (%s%s) of broker %d on %s:%d (advertised %s:%d)",
+            "SASL_" if self.context.security.auth else "",
             "SSL" if self.tls else "PLAINTEXT",
             self.broker.config.broker_id,
             self.host,
@@ -144,7 +163,13 @@ class KafkaListener:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         pending: asyncio.Queue[asyncio.Task[object] | None] = asyncio.Queue(maxsize=_PIPELINE)
-        state = ConnectionState(tls_principal=peer_principal(writer.get_extra_info("ssl_object")))
+        tls_principal = peer_principal(writer.get_extra_info("ssl_object"))
+        state = ConnectionState(
+            tls_principal=tls_principal,
+            host=str(peer[0]) if isinstance(peer, tuple) and peer else "",
+            principal=tls_principal or ANONYMOUS,
+            authenticated=not self.context.security.auth or tls_principal is not None,
+        )
         responder = asyncio.create_task(self._respond(pending, writer, peer))
         try:
             while not responder.done():
@@ -180,6 +205,9 @@ class KafkaListener:
             if out is _CLOSE:
                 writer.transport.abort()
                 return
+            last = isinstance(out, _Last)
+            if isinstance(out, _Last):
+                out = out.data
             if isinstance(out, bytes):
                 try:
                     writer.write(out)
@@ -187,6 +215,9 @@ class KafkaListener:
                 except ConnectionError:
                     logger.info("kafka %s: client went away", peer)
                     return
+            if last:
+                writer.close()
+                return
 
     async def _dispatch(self, frame: bytes, peer: object, state: ConnectionState) -> object:
         try:
@@ -195,6 +226,9 @@ class KafkaListener:
             return _CLOSE
         if api_key == API_VERSIONS and not supported(api_key, version):
             return codec.encode_response(API_VERSIONS, 0, correlation_id, api_versions_fallback())
+        if not state.authenticated and api_key not in BEFORE_AUTHENTICATION:
+            logger.info("kafka %s: api key %d before authentication; closing", peer, api_key)
+            return _CLOSE
         handler = HANDLERS.get(api_key)
         if handler is None or not supported(api_key, version):
             logger.info("kafka %s: api key %d v%d is not supported", peer, api_key, version)
@@ -209,7 +243,7 @@ class KafkaListener:
             logger.warning("kafka %s: %s; closing", peer, exc)
             return _CLOSE
         try:
-            data = await handler(self.context, request)
+            data = await guarded(self.context, request, handler)
         except Exception as exc:
             code = kerr.code_for(exc)
             logger.warning("kafka %s: api key %d v%d failed: %s", peer, api_key, version, exc)
@@ -217,7 +251,8 @@ class KafkaListener:
         if data is None:
             return None
         try:
-            return codec.encode_response(api_key, version, correlation_id, data)
+            encoded = codec.encode_response(api_key, version, correlation_id, data)
+            return _Last(encoded) if state.close_after_answer else encoded
         except Exception:
             logger.exception("kafka %s: cannot encode api key %d v%d answer; closing", peer, api_key, version)
             return _CLOSE
