@@ -28,12 +28,12 @@ from topiclake.api.routes import (
     rest_v3_groups,
 )
 from topiclake.api.tls import broker_client_context, listener_context
-from topiclake.security import security_from_settings
 from topiclake.errors import TopiclakeError
 from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
 from topiclake.schema_registry import SchemaRegistry, serde
+from topiclake.security import security_from_settings
 from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
