@@ -129,14 +129,14 @@ class KafkaListener:
         self.broker.groups.foreign_groups = self.groups.active
         self.broker.advertise(Endpoint("kafka", self.context.host, self.context.port))
         logger.info(
-            "kafka listener (%s%s) of broker %d on %s:%d (advertised %s:%d)",
-            "SASL_" if self.context.security.auth else "",
-            "SSL" if self.tls else "PLAINTEXT",
+            "kafka listener of broker %d on %s:%d (advertised %s:%d, %s%s)",
             self.broker.config.broker_id,
             self.host,
             self.port,
             self.context.host,
             self.context.port,
+            "SASL_" if self.context.security.auth else "",
+            "SSL" if self.tls else "PLAINTEXT",
         )
 
     async def close(self) -> None:
@@ -220,6 +220,13 @@ class KafkaListener:
                 return
 
     async def _dispatch(self, frame: bytes, peer: object, state: ConnectionState) -> object:
+        try:
+            return await self._answer(frame, peer, state)
+        except Exception:  # a bug, not the client's: logged loudly, and only this connection ends
+            logger.exception("kafka %s: unhandled error on a request; closing the connection", peer)
+            return _CLOSE
+
+    async def _answer(self, frame: bytes, peer: object, state: ConnectionState) -> object:
         try:
             api_key, version, correlation_id = codec.peek_header(frame)
         except codec.FrameError:
