@@ -98,7 +98,7 @@ def test_mtls_requires_a_client_certificate_and_hands_its_principal_on(tmp_path:
             tl.create_topic("t", partitions=1)
         assert seen[-1] == Principal("User", "CN=alice,OU=eng,O=Acme")
         # another broker forwards over https with its own certificate, verified by tls_ca
-        forwarder = HttpForwarder(1, broker_client_context(running.settings))
+        forwarder = HttpForwarder(1, tls=broker_client_context(running.settings))
         try:
             target = BrokerEndpoint(0, "127.0.0.1", int(running.url.rsplit(":", 1)[1]))
             table = pa.table(

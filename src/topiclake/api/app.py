@@ -12,6 +12,8 @@ from fastapi import FastAPI
 import topiclake
 from topiclake import console
 from topiclake.api import errors
+from topiclake.api.auth import AuthMiddleware
+from topiclake.api.auth.access import make_security
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.deps import advertised
 from topiclake.api.fast_produce import FastProduce
@@ -25,6 +27,7 @@ from topiclake.api.routes import (
     rest_v2,
     rest_v2_consumers,
     rest_v3,
+    rest_v3_acls,
     rest_v3_groups,
 )
 from topiclake.api.tls import broker_client_context, listener_context
@@ -33,7 +36,6 @@ from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
 from topiclake.schema_registry import SchemaRegistry, serde
-from topiclake.security import security_from_settings
 from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
@@ -77,11 +79,14 @@ def create_app(
                 metrics.object_store, options = counting_endpoint(options)
             storage = Storage(settings.warehouse, options, fsync=settings.broker.fsync)
             if settings.cluster:
-                forwarder = HttpForwarder(settings.broker.broker_id, broker_client_context(settings))
+                forwarder = HttpForwarder(settings.broker.broker_id, tls=broker_client_context(settings))
             app.state.broker = Broker(storage, settings.broker, forwarder=forwarder)
         else:
             app.state.broker = broker
         metrics.broker = app.state.broker
+        app.state.security = make_security(settings, app.state.broker.storage)  # docs/security.md
+        if forwarder is not None:
+            forwarder.signer = app.state.security.signer
         host, port = advertised(settings)
         app.state.broker.advertise(Endpoint("http", host, port))
         app.state.schema_registry = schema_registry or SchemaRegistry(app.state.broker.storage)
@@ -103,10 +108,6 @@ def create_app(
             instance_timeout_ms=settings.consumer_instance_timeout_ms,
             request_timeout_ms=settings.consumer_request_timeout_ms,
         )
-        own_security = getattr(app.state, "security", None) is None
-        if own_security:  # sec-kafka: the listeners' one Security (the HTTP side may have made it already)
-            app.state.security = security_from_settings(settings, settings.storage_options)
-            app.state.security.authorizer.start()
         kafka = None
         if settings.kafka_port:
             from topiclake.kafka import KafkaListener
@@ -141,8 +142,6 @@ def create_app(
         finally:
             if kafka is not None:
                 await kafka.close()
-            if own_security:
-                app.state.security.close()
             app.state.consumer_instances.close()  # instances commit (with auto commit) and leave
             if own:
                 app.state.broker.close()
@@ -150,6 +149,7 @@ def create_app(
                 forwarder.close()
             if metrics.object_store is not None:
                 metrics.object_store.stop()
+            app.state.security.close()
 
     app = FastAPI(
         title="topiclake",
@@ -163,6 +163,7 @@ def create_app(
     app.add_middleware(FastProduce)  # innermost: counted and routed like any request
     app.add_middleware(RequestCounter, metrics=metrics)
     app.add_middleware(ClusterRouting, tls=broker_client_context(settings))
+    app.add_middleware(AuthMiddleware)  # outermost: nothing is routed, counted or forwarded unauthenticated
     for module in (
         health,
         native_topics,
@@ -172,6 +173,7 @@ def create_app(
         rest_v2_consumers,
         rest_v3,
         rest_v3_groups,
+        rest_v3_acls,
     ):
         app.include_router(module.router)
     console.mount(app, settings.console_sample_ms / 1000)  # the web console at /ui (docs/console.md)

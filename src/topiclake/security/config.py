@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from topiclake.errors import InvalidConfig
 from topiclake.platform.storage import Storage
 from topiclake.security.authorizer import Authorizer
+from topiclake.security.inter_broker import BrokerSigner, load_or_create_key
 from topiclake.security.principal import Principal
 from topiclake.security.tokens import TokenVerifier
 from topiclake.security.users import UserStore
@@ -30,12 +31,14 @@ class Security:
         users: The htpasswd users (Basic, SASL/PLAIN, SCRAM), or None.
         tokens: The JWT verifier, or None.
         authorizer: The ACL decisions (always True when ``auth`` is False).
+        signer: Signs the client's principal on requests sent to other brokers (auth on, in a cluster).
     """
 
     auth: bool
     users: UserStore | None
     tokens: TokenVerifier | None
     authorizer: Authorizer
+    signer: BrokerSigner | None = None
 
     @classmethod
     def open(cls) -> Security:
@@ -86,4 +89,5 @@ def security_from_settings(
             "auth is on but neither users_file nor a JWT key is set: only TLS client certificates "
             "can authenticate"
         )
-    return Security(settings.auth, users, tokens, authorizer)
+    signer = BrokerSigner(load_or_create_key(storage)) if settings.auth and settings.cluster else None
+    return Security(settings.auth, users, tokens, authorizer, signer)
