@@ -145,7 +145,10 @@ async def sasl_authenticate(ctx: Context, req: Request) -> dict[str, Any]:
     """SaslAuthenticate: one step of the chosen mechanism; SASL_AUTHENTICATION_FAILED ends the connection."""
     conn: ConnectionState = req.connection
     exchange: SaslExchange | None = conn.sasl
-    if exchange is None or exchange.done:
+    if not ctx.sasl_mechanisms or (exchange is not None and exchange.done):  # Kafka's answer; stays open
+        message = "SaslAuthenticate request received after successful authentication"
+        return {"error_code": kerr.ILLEGAL_SASL_STATE, "error_message": message, "auth_bytes": b""}
+    if exchange is None:
         conn.close_after_answer = True
         return {
             "error_code": kerr.ILLEGAL_SASL_STATE,
