@@ -124,6 +124,8 @@ class AuthMiddleware:
                 return sec.tokens.verify(credentials.strip()), host
             return None
         tls = scope.get(TLS_PRINCIPAL_KEY)
+        if isinstance(tls, str):  # "User:CN=..." as text
+            tls = Principal.parse(tls) if ":" in tls else Principal("User", tls)
         if isinstance(tls, Principal):
             return tls, host
         return None
