@@ -53,6 +53,11 @@ class Access:
         self.principal = principal
         self.host = host
 
+    @property
+    def enforced(self) -> bool:
+        """Whether ACLs apply to this request (auth on)."""
+        return self.security is not None and self.security.auth
+
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the principal may perform ``operation`` on the resource."""
         if self.security is None:
