@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from contextvars import ContextVar
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
@@ -30,8 +29,6 @@ from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
 
-#: (principal, client host) of the request being served, for requests sent on to other brokers.
-CLIENT: ContextVar[tuple[Principal, str] | None] = ContextVar("topiclake_client", default=None)
 
 PRINCIPAL_KEY = "topiclake.principal"
 HOST_KEY = "topiclake.client_host"
