@@ -333,7 +333,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from topiclake.errors import TopiclakeError
     from topiclake.jobs.session import get_spark, local_warehouse
+    from topiclake.process import owns_process, run_and_exit
 
+    if argv is None and owns_process():  # a process of its own: its code, every time (delta-rs#2184)
+        run_and_exit(lambda: main(sys.argv[1:]))
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     path = local_warehouse(args.warehouse)
