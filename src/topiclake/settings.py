@@ -5,7 +5,9 @@ Example: ``TOPICLAKE_WAREHOUSE=s3://bucket/lake TOPICLAKE_BROKER__LINGER_MS=5 to
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Self
+
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from topiclake.platform.config import BrokerConfig
@@ -68,3 +70,13 @@ class GatewaySettings(BaseSettings):
     console_sample_ms: int = Field(
         10_000, ge=100, description="How often the web console (/ui) samples rates and lag for its charts."
     )
+
+    @model_validator(mode="after")
+    def _refuse_breaking_combinations(self) -> Self:
+        """Refuse settings that would break the broker, with the reason (``topiclake.settings_rules``)."""
+        from topiclake.settings_rules import gateway_problems
+
+        problems = gateway_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
