@@ -5,7 +5,7 @@ Example: ``TOPICLAKE_WAREHOUSE=s3://bucket/lake TOPICLAKE_BROKER__LINGER_MS=5 to
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -113,9 +113,15 @@ class GatewaySettings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _tls_files_go_together(self) -> GatewaySettings:
+    def _refuse_breaking_combinations(self) -> Self:
+        """Refuse settings that would break the broker, with the reason (``topiclake.settings_rules``)."""
+        from topiclake.settings_rules import gateway_problems
+
+        problems = gateway_problems(self)
         if bool(self.tls_cert) != bool(self.tls_key):
-            raise ValueError("tls_cert and tls_key go together: give both (or neither)")
+            problems.append("tls_cert and tls_key go together: give both (or neither)")
         if self.tls_ca and not self.tls_cert:
-            raise ValueError("tls_ca (client certificates required) needs tls_cert and tls_key")
+            problems.append("tls_ca (client certificates required) needs tls_cert and tls_key")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
