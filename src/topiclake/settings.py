@@ -69,6 +69,11 @@ class GatewaySettings(BaseSettings):
         description="PEM CA file: client certificates signed by it are REQUIRED (mTLS); their subject is "
         "the principal. Brokers also verify each other with it.",
     )
+    tls_principal_mapping_rules: str = Field(
+        "DEFAULT",
+        description="Kafka's ssl.principal.mapping.rules for client certificates: DEFAULT (the whole DN) "
+        "and/or RULE:pattern/replacement/[L|U], comma-separated, first match wins.",
+    )
     kafka_sasl_mechanisms: str | None = Field(
         None,
         description="Comma-separated SASL mechanisms of the Kafka listener when auth is on (default "
@@ -122,6 +127,13 @@ class GatewaySettings(BaseSettings):
             problems.append("tls_cert and tls_key go together: give both (or neither)")
         if self.tls_ca and not self.tls_cert:
             problems.append("tls_ca (client certificates required) needs tls_cert and tls_key")
+        if self.tls_principal_mapping_rules.strip() != "DEFAULT":
+            from topiclake.security.tls import PrincipalMapper
+
+            try:
+                PrincipalMapper(self.tls_principal_mapping_rules)
+            except ValueError as exc:
+                problems.append(str(exc))
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -281,7 +281,8 @@ def test_a_tls_certificate_is_the_principal_of_the_acls(tmp_path: Path, users: P
         tmp_path / "wh",
         auth=True,
         users_file=str(users),
-        super_users=["User:CN=ops,OU=eng,O=Acme"],
+        super_users=["User:ops"],
+        tls_principal_mapping_rules="RULE:^CN=([a-z]+),OU=eng,O=Acme$/$1/,DEFAULT",
         tls_cert=str(certs.server_cert),
         tls_key=str(certs.server_key),
         tls_ca=str(certs.ca),
@@ -302,7 +303,7 @@ def test_a_tls_certificate_is_the_principal_of_the_acls(tmp_path: Path, users: P
         _create(ops, "tls-topic")
         _grant(
             ops,
-            _acl(ResourceType.TOPIC, "tls-topic", AclOperation.WRITE, principal="User:CN=dave,OU=eng,O=Acme"),
+            _acl(ResourceType.TOPIC, "tls-topic", AclOperation.WRITE, principal="User:dave"),
         )
         for cn, ok in (("dave", True), ("erin", False)):
             report: list[Any] = []

@@ -18,7 +18,8 @@ from topiclake.api.tls import TLS_PRINCIPAL, broker_client_context
 from topiclake.client import TopiclakeClient
 from topiclake.platform.cluster import BrokerEndpoint
 from topiclake.security.principal import Principal
-from topiclake.security.tls import principal_from_certificate
+from topiclake.security.tls import PrincipalMapper, principal_from_certificate
+from topiclake.settings import GatewaySettings
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,8 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 
 
 BIN = pa.binary()
+#: Kafka's ssl.principal.mapping.rules: engineers by their CN, anything else by its whole DN
+RULES = "RULE:^CN=([a-z]+),OU=eng,O=Acme$/$1/,DEFAULT"
 
 
 def _recording(seen: list[Any]) -> Any:
@@ -83,6 +86,7 @@ def test_mtls_requires_a_client_certificate_and_hands_its_principal_on(tmp_path:
         tls_cert=str(certs.server_cert),
         tls_key=str(certs.server_key),
         tls_ca=str(certs.ca),
+        tls_principal_mapping_rules=RULES,
     )
     try:
         verify = ssl.create_default_context(cafile=str(certs.ca))
@@ -92,11 +96,11 @@ def test_mtls_requires_a_client_certificate_and_hands_its_principal_on(tmp_path:
         ctx = ssl.create_default_context(cafile=str(certs.ca))
         ctx.load_cert_chain(str(cert), str(key))
         assert httpx.get(running.url + "/healthz", verify=ctx, timeout=5).status_code == 200
-        assert seen[-1] == Principal("User", "CN=alice,OU=eng,O=Acme")
+        assert seen[-1] == Principal("User", "alice")
         # the Python client presents a certificate the same way
         with TopiclakeClient(running.url, verify=str(certs.ca), cert=(str(cert), str(key))) as tl:
             tl.create_topic("t", partitions=1)
-        assert seen[-1] == Principal("User", "CN=alice,OU=eng,O=Acme")
+        assert seen[-1] == Principal("User", "alice")
         # another broker forwards over https with its own certificate, verified by tls_ca
         forwarder = HttpForwarder(1, tls=broker_client_context(running.settings))
         try:
@@ -130,3 +134,22 @@ def test_principal_from_certificate_follows_kafkas_default_rule(certs: Certs) ->
     assert str(principal_from_certificate("CN=x,O=y")) == "User:CN=x,O=y"
     with pytest.raises(ValueError):
         principal_from_certificate("")
+
+
+def test_principal_mapping_rules_as_kafka_writes_them() -> None:
+    mapper = PrincipalMapper(
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,\n"
+        "RULE:^CN=(.*?),OU=(.*?),O=(.*?)$/$1@$2/L,"
+        "RULE:^O=(.*)$/org-$1/U"
+    )
+    assert mapper.map("CN=billing,OU=ServiceUsers,O=Acme") == "billing"
+    assert mapper.map("CN=Alice,OU=ENG,O=Acme") == "alice@eng"
+    assert mapper.map("O=acme") == "ORG-ACME"
+    assert mapper.map("CN=x") is None  # no rule, no DEFAULT: no principal
+    assert PrincipalMapper().map("CN=x,O=y") == "CN=x,O=y"
+    assert str(principal_from_certificate("CN=bob,OU=eng,O=Acme", PrincipalMapper(RULES))) == "User:bob"
+    for bad in ("RULE:^(/x/", "SOMETHING", "RULE:a/b"):
+        with pytest.raises(ValueError):
+            PrincipalMapper(bad)
+    with pytest.raises(ValueError, match="do not parse"):  # a setting that cannot work stops serve
+        GatewaySettings(tls_principal_mapping_rules="SOMETHING")

@@ -31,7 +31,7 @@ from topiclake.api.routes import (
     rest_v3_acls,
     rest_v3_groups,
 )
-from topiclake.api.tls import broker_client_context, listener_context
+from topiclake.api.tls import broker_client_context, listener_context, principal_mapper
 from topiclake.errors import TopiclakeError
 from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
@@ -121,6 +121,7 @@ def create_app(
                 settings.kafka_advertised_port,
                 settings.max_request_bytes,
                 tls=listener_context(settings),
+                principal_mapper=principal_mapper(settings),
                 security=app.state.security,
                 sasl_mechanisms=settings.kafka_sasl_mechanisms,
             )

@@ -15,7 +15,7 @@ from typing import Any
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-from topiclake.security.tls import client_context, peer_principal, server_context
+from topiclake.security.tls import PrincipalMapper, client_context, peer_principal, server_context
 from topiclake.settings import GatewaySettings
 
 #: The ASGI scope key of the verified client certificate's principal.
@@ -25,9 +25,12 @@ TLS_PRINCIPAL = "topiclake.tls_principal"
 class TlsPrincipalProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
     """uvicorn's HTTP protocol (httptools, else h11) that hands the client certificate's principal on."""
 
+    #: How a certificate's DN becomes a principal (a subclass per gateway sets its rules).
+    mapper: PrincipalMapper = PrincipalMapper()
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        principal = peer_principal(transport.get_extra_info("ssl_object"))
+        principal = peer_principal(transport.get_extra_info("ssl_object"), self.mapper)
         if principal is None:
             return
         inner: Any = self.app  # type: ignore[has-type]
@@ -46,12 +49,17 @@ def uvicorn_tls_options(settings: GatewaySettings) -> dict[str, Any]:
     options: dict[str, Any] = {
         "ssl_certfile": settings.tls_cert,
         "ssl_keyfile": settings.tls_key,
-        "http": TlsPrincipalProtocol,
+        "http": type("TlsPrincipalProtocol", (TlsPrincipalProtocol,), {"mapper": principal_mapper(settings)}),
     }
     if settings.tls_ca:
         options["ssl_ca_certs"] = settings.tls_ca
         options["ssl_cert_reqs"] = ssl.CERT_REQUIRED
     return options
+
+
+def principal_mapper(settings: GatewaySettings) -> PrincipalMapper:
+    """The settings' TLS principal mapping rules."""
+    return PrincipalMapper(settings.tls_principal_mapping_rules)
 
 
 def scheme(settings: GatewaySettings) -> str:

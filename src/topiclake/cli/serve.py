@@ -72,6 +72,13 @@ def serve(
             help="PEM CA: client certificates signed by it are required (mTLS).", envvar="TOPICLAKE_TLS_CA"
         ),
     ] = None,
+    tls_principal_mapping_rules: Annotated[
+        str | None,
+        typer.Option(
+            help="Kafka's ssl.principal.mapping.rules for client certificates (default: the whole DN).",
+            envvar="TOPICLAKE_TLS_PRINCIPAL_MAPPING_RULES",
+        ),
+    ] = None,
     kafka_sasl_mechanisms: Annotated[
         str | None,
         typer.Option(
@@ -145,6 +152,7 @@ def serve(
             "tls_cert": tls_cert,
             "tls_key": tls_key,
             "tls_ca": tls_ca,
+            "tls_principal_mapping_rules": tls_principal_mapping_rules,
             "kafka_sasl_mechanisms": kafka_sasl_mechanisms,
             "auth": auth,
             "users_file": users_file,

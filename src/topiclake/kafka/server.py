@@ -28,7 +28,7 @@ from topiclake.kafka.versions import API_VERSIONS, BEFORE_AUTHENTICATION, suppor
 from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
 from topiclake.security import ANONYMOUS, Security
-from topiclake.security.tls import peer_principal
+from topiclake.security.tls import PrincipalMapper, peer_principal
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class KafkaListener:
             client certificates makes the certificate's subject the connection's principal.
         security: Authentication and ACLs (default: open). With auth on, a connection must authenticate
             with SASL (or bring a TLS client certificate) before anything but ApiVersions and SASL.
+        principal_mapper: How a client certificate's DN becomes its principal (default: the whole DN).
         sasl_mechanisms: Comma-separated SASL mechanisms to offer (:func:`topiclake.kafka.sasl.mechanisms`).
     """
 
@@ -79,12 +80,14 @@ class KafkaListener:
         tls: ssl.SSLContext | None = None,
         security: Security | None = None,
         sasl_mechanisms: str | None = None,
+        principal_mapper: PrincipalMapper | None = None,
     ) -> None:
         self.broker = broker
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
         self.tls = tls
+        self.principal_mapper = principal_mapper or PrincipalMapper()
         if advertised_host is None and host in ("0.0.0.0", "::", ""):
             advertised_host = socket.getfqdn()  # a wildcard bind is no address a client can use
         self.context = Context(
@@ -163,7 +166,7 @@ class KafkaListener:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         pending: asyncio.Queue[asyncio.Task[object] | None] = asyncio.Queue(maxsize=_PIPELINE)
-        tls_principal = peer_principal(writer.get_extra_info("ssl_object"))
+        tls_principal = peer_principal(writer.get_extra_info("ssl_object"), self.principal_mapper)
         state = ConnectionState(
             tls_principal=tls_principal,
             host=str(peer[0]) if isinstance(peer, tuple) and peer else "",
