@@ -127,6 +127,12 @@ class GatewaySettings(BaseSettings):
             problems.append("tls_cert and tls_key go together: give both (or neither)")
         if self.tls_ca and not self.tls_cert:
             problems.append("tls_ca (client certificates required) needs tls_cert and tls_key")
+        known = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+        unknown = [
+            m for m in (self.kafka_sasl_mechanisms or "").upper().split(",") if m.strip() not in ("", *known)
+        ]
+        if unknown:
+            problems.append(f"kafka_sasl_mechanisms: unknown {unknown}; choose from {', '.join(known)}")
         if self.tls_principal_mapping_rules.strip() != "DEFAULT":
             from topiclake.security.tls import PrincipalMapper
 
