@@ -1,9 +1,9 @@
 """Protobuf messages decoded in plain Spark SQL: a message's descriptor compiled into one SQL expression.
 
-Spark's own ``from_protobuf`` needs the spark-protobuf module on the classpath (Databricks has it; a local
-Spark does not, and the module could not be resolved here), and a typed view must be a persisted SQL view,
-which cannot call a Python UDF. So the view decodes with SQL that this module writes for each schema
-version, from its descriptor, using only built-in functions (higher-order functions over the bytes):
+Spark's own ``from_protobuf`` needs the external spark-protobuf module on the classpath (pyspark does not
+ship it; Databricks does), and a typed view is a persisted SQL view, which cannot call a Python UDF. So the
+view decodes with SQL that this module writes for each schema version from its descriptor, with built-in
+functions only (higher-order functions over the bytes), and runs on any Spark 3.4+ and Databricks SQL:
 
 - the payload is split into tokens ``(n, w, v, s)``: field number, wire type, the varint or fixed value,
   and the bytes of a length-delimited field;

@@ -3,8 +3,8 @@
 For a topic whose value subject (TopicNameStrategy: ``<topic>-value``) has AVRO, JSON or PROTOBUF versions,
 the view holds the topic table's ``partition``, ``offset``, ``timestamp``, ``timestampType``, ``headers``
 and ``key``, ``value_schema_id``, and one column per field of the value. It is a plain SQL view over the
-topic's Delta table (no second copy of the data) that decodes each record with the schema it was written with, read from
-Confluent's wire format (magic byte 0, 4-byte schema id):
+topic's Delta table (no second copy of the data) that decodes each record with the schema it was written
+with, read from Confluent's wire format (magic byte 0, 4-byte schema id):
 
 - AVRO: ``from_avro`` (Spark's spark-avro, resolved with the Delta jars) with the writer's schema, one
   ``CASE`` branch per schema id; a field is typed as in the newest version that has it, so a field added
