@@ -21,8 +21,8 @@ from pyspark.sql import SparkSession
 from topiclake.spark.catalog import register_tables
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "schema_registry"))
-from proto_messages import order_class  # noqa: E402
-from registry_stack import running_stack  # noqa: E402
+from proto_messages import order_class
+from registry_stack import running_stack
 
 CONF = {"use.deprecated.format": False}
 
@@ -62,7 +62,9 @@ def _b64(data: bytes | None) -> str | None:
 
 
 @pytest.mark.slow
-def test_protobuf_typed_view_decodes_each_record_with_its_own_version(spark: SparkSession, warehouse: str) -> None:
+def test_protobuf_typed_view_decodes_each_record_with_its_own_version(
+    spark: SparkSession, warehouse: str
+) -> None:
     with running_stack(Path(warehouse)) as stack:
         stack.broker.create_topic("orders")
         client = SchemaRegistryClient({"url": stack.registry_url})
