@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -65,7 +66,7 @@ def _b64(data: bytes | None) -> str | None:
 def test_protobuf_typed_view_decodes_each_record_with_its_own_version(
     spark: SparkSession, warehouse: str
 ) -> None:
-    with running_stack(Path(warehouse)) as stack:
+    with running_stack(Path(warehouse), kafka=True) as stack:
         stack.broker.create_topic("orders")
         client = SchemaRegistryClient({"url": stack.registry_url})
         values = SerializationContext("orders", MessageField.VALUE)
@@ -92,6 +93,12 @@ def test_protobuf_typed_view_decodes_each_record_with_its_own_version(
         records = [{"value": _b64(framed3)}, {"value": _b64(b"not framed")}, {"value": None}]
         _post(stack.gateway_url, binary, {"records": records})
         sid2 = httpx.get(f"{stack.registry_url}/subjects/orders-value/versions/2").json()["id"]
+        # and one over the Kafka listener, with librdkafka
+        producer = Producer({"bootstrap.servers": stack.kafka_bootstrap, "acks": "all"})
+        over_kafka = ProtobufSerializer(v2, client, CONF)(v2(id=6, note="via kafka", status=1), values)
+        producer.produce("orders", key=k1, value=over_kafka)
+        assert producer.flush(30) == 0
+        del producer  # librdkafka's threads end with the object, before the listener stops
 
     result = register_tables(spark, warehouse)
     assert result.typed_views == {"orders": "topiclake.orders_typed"}
@@ -115,10 +122,13 @@ def test_protobuf_typed_view_decodes_each_record_with_its_own_version(
         (3, None, None, None, {}, [], "NEW", None, None, None, [("s3", 4)], "fragile"),
         (None,) * 12,  # not in the wire format
         (None,) * 12,  # a tombstone
+        (6, None, None, None, {}, [], "PAID", None, None, None, [], "via kafka"),
     ]
-    assert [r.value_schema_id for r in rows] == [sid1, sid1, sid2, None, None]
-    kr = spark.sql("SELECT key, key_schema_id FROM topiclake.orders_typed WHERE offset = 0").first()
-    assert kr is not None and kr.key_schema_id is not None
+    assert [r.value_schema_id for r in rows] == [sid1, sid1, sid2, None, None, sid2]
+    keyed = spark.sql("SELECT key, key_schema_id FROM topiclake.orders_typed WHERE key IS NOT NULL").collect()
+    assert [r.offset for r in rows if r.offset in (0, 5)] == [0, 5] and len(keyed) == 2
+    kr = keyed[0]
+    assert kr.key == keyed[1].key and kr.key_schema_id is not None
     assert tuple(kr.key) == (
         "eu",
         Decimal(2**64 - 1),

@@ -220,7 +220,7 @@ def typed_view_sql(
             columns.append(f"{key.fields[0][1]} AS `key`")
         else:
             pairs = ", ".join(f"{literal(str(n))}, {e}" for n, e in key.fields)
-            columns.append(f"named_struct({pairs}) AS `key`")
+            columns.append(f"IF({key.schema_id} IS NULL, NULL, named_struct({pairs})) AS `key`")
         columns.append(f"{key.schema_id} AS key_schema_id")
     columns.append(f"{value.schema_id} AS value_schema_id")
     for name, expr in value.fields:
