@@ -37,7 +37,7 @@ from topiclake.api.deps import BrokerDep, MetricsDep, SettingsDep
 from topiclake.api.errors import HTTPError, confluent_body
 from topiclake.api.http import DuplexStreamingResponse, negotiate, require_media
 from topiclake.api.metrics import GatewayMetrics
-from topiclake.api.routes.rest_v3 import (
+from topiclake.api.routes._rest_v3 import (
     JSON,
     bad_request,
     check_cluster,
