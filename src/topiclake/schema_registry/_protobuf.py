@@ -20,7 +20,7 @@ from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
 from topiclake.errors import InvalidSchema, RecordSchemaMismatch
-from topiclake.schema_registry.formats import ParsedSchema
+from topiclake.schema_registry._parsed import ParsedSchema
 
 _WIRE_GROUPS = (
     {"int32", "int64", "uint32", "uint64", "bool"},
