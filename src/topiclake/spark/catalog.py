@@ -34,17 +34,18 @@ from topiclake.platform.catalog import CATALOG_TABLE
 from topiclake.schemas.offsets import OFFSETS_TABLE
 from topiclake.spark._catalog_sql import (
     assign_names,
-    error_summary,
     ident,
     lag_view_sql,
     literal,
     same_location,
     table_name,
 )
+from topiclake.spark._delta_read import first_line as _first_line
+from topiclake.spark._delta_read import read_delta as _read_delta
 from topiclake.spark.typed_views import register_typed_views
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "DATABASE",
@@ -67,10 +68,6 @@ OFFSETS_NAME = "consumer_offsets"
 LAG_VIEW = "consumer_lag"
 
 _RESERVED = frozenset({OFFSETS_NAME, LAG_VIEW})
-# What Spark says when a path holds no Delta table (nothing created there yet).
-_MISSING_TABLE_CONDITIONS = frozenset(
-    {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
-)
 
 
 @dataclass(frozen=True)
@@ -114,30 +111,6 @@ def _root(warehouse: str) -> str:
     if not local.is_dir():
         raise InvalidRequest(f"no warehouse at {local}", warehouse=warehouse)
     return str(local)
-
-
-def _condition(exc: BaseException) -> str | None:
-    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
-    try:
-        return str(get()) if callable(get) else None
-    except Exception:  # a Py4J call on a half-converted error
-        return None
-
-
-def _first_line(exc: BaseException) -> str:
-    return error_summary(str(exc)) or type(exc).__name__
-
-
-def _read_delta(spark: SparkSession, uri: str) -> DataFrame | None:
-    """The Delta table at ``uri`` as a DataFrame, or None when there is none yet."""
-    from pyspark.errors import AnalysisException
-
-    try:
-        return spark.read.format("delta").load(uri)
-    except AnalysisException as exc:
-        if _condition(exc) in _MISSING_TABLE_CONDITIONS or "is not a Delta table" in str(exc):
-            return None
-        raise SqlError(f"cannot read {uri}: {_first_line(exc)}", uri=uri) from exc
 
 
 def _live_topics(spark: SparkSession, root: str) -> list[str]:

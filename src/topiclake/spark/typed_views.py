@@ -33,6 +33,7 @@ from topiclake.schema_registry._rules import resolve
 from topiclake.schema_registry.store import RegistryState
 from topiclake.schemas.schema_registry import SCHEMAS_TABLE
 from topiclake.spark._catalog_sql import ident, literal
+from topiclake.spark._delta_read import read_delta
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -218,9 +219,7 @@ def typed_view_sql(
 
 
 def _registry_state(spark: SparkSession, root: str) -> RegistryState | None:
-    from topiclake.spark.catalog import _read_delta
-
-    df = _read_delta(spark, f"{root}/_system/{SCHEMAS_TABLE}")
+    df = read_delta(spark, f"{root}/_system/{SCHEMAS_TABLE}")
     if df is None:
         return None
     state = RegistryState()
