@@ -132,3 +132,16 @@ def test_no_import_cycle_between_subpackages() -> None:
     cycles = [describe(graph, component) for component in strongly_connected(graph)]
     assert not cycles, "cycles between subpackages:\n  " + "\n  ".join(cycles)
 
+
+def test_spark_infrastructure_is_not_in_jobs() -> None:
+    """The session builder and the jar cache are shared (topiclake.sparkenv): the data source, the CLI and the
+    platform never reach into the jobs for them."""
+    below_jobs = ("spark", "sparkenv", "platform", "api", "kafka", "cli.sql")
+
+    def is_below(module: str) -> bool:
+        return any(module == f"topiclake.{p}" or module.startswith(f"topiclake.{p}.") for p in below_jobs)
+
+    for module, imported in import_graph().items():
+        if is_below(module):
+            bad = sorted(m for m in imported if m.startswith("topiclake.jobs"))
+            assert not bad, f"{module} imports {bad}"

@@ -451,7 +451,7 @@ def start_spark(
     """
     from pyspark.sql import SparkSession
 
-    from topiclake.jobs.session import get_spark
+    from topiclake.sparkenv.session import get_spark
 
     running = SparkSession.getActiveSession()
     spark = get_spark(config.master, app_name=f"topiclake-{name}", warehouse=config.warehouse, conf=conf)

@@ -14,7 +14,7 @@ adopts its schema and commits nothing to it, so the gateway (delta-rs) keeps app
 reads the newest snapshot for every query, so a record acknowledged with ``acks=all`` is in the next one.
 
 Which catalog keeps the tables is the session's business: the persistent local Hive catalog of
-``topiclake.jobs.session.catalog_conf`` (``topiclake sql`` uses it), an in-memory one, or Unity Catalog on
+``topiclake.sparkenv.session.catalog_conf`` (``topiclake sql`` uses it), an in-memory one, or Unity Catalog on
 Databricks (``--catalog``). ``python -m topiclake.spark.catalog --warehouse URI`` registers from the
 command line (see :func:`parser`).
 """
@@ -103,7 +103,7 @@ class _Existing:
 
 def _root(warehouse: str) -> str:
     """The warehouse URI as Spark should see it: an absolute path for a local warehouse."""
-    from topiclake.jobs.session import local_warehouse
+    from topiclake.sparkenv.session import local_warehouse
 
     local = local_warehouse(warehouse)
     if local is None:
@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from topiclake.errors import TopiclakeError
-    from topiclake.jobs.session import get_spark, local_warehouse
+    from topiclake.sparkenv.session import get_spark, local_warehouse
 
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
