@@ -12,7 +12,7 @@ import random
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,10 +51,10 @@ from topiclake.platform.records import (
 from topiclake.platform.storage import Storage
 from topiclake.platform.topic_config import TopicConfig
 from topiclake.platform.topic_log import AppendHandle, TopicLog
+from topiclake.platform.topic_view import OffsetSpec
 
 logger = logging.getLogger(__name__)
 
-OffsetSpec = Literal["earliest", "latest"] | int
 _T = TypeVar("_T")
 
 

@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
 from topiclake.errors import (
     GroupNotEmpty,
@@ -58,9 +58,7 @@ from topiclake.platform._group_state import (
 )
 from topiclake.platform.assignors import ASSIGNORS, TopicPartition
 from topiclake.platform.offsets_store import CommittedOffset, OffsetsStore, wait
-
-if TYPE_CHECKING:
-    from topiclake.platform.broker import Broker
+from topiclake.platform.topic_view import TopicView
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +95,7 @@ class GroupCoordinator:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: TopicView,
         store: OffsetsStore | None = None,
         *,
         min_session_timeout_ms: int = 100,
