@@ -28,6 +28,7 @@ from topiclake.errors import (
     TopiclakeError,
     TopicNotFound,
 )
+from topiclake.platform.append_handle import results_of
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicCatalog, TopicInfo
 from topiclake.platform.cluster.metadata import BrokerEndpoint, ClusterMetadata, Endpoint, PartitionState
@@ -38,7 +39,6 @@ from topiclake.platform.config import BrokerConfig
 from topiclake.platform.group_coordinator import GroupCoordinator
 from topiclake.platform.maintenance import Maintenance
 from topiclake.platform.partitioner import Partitioner
-from topiclake.platform.produce_rows import results_of
 from topiclake.platform.records import (
     INPUT_SCHEMA,
     FetchResult,
