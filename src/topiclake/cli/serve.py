@@ -76,6 +76,28 @@ def serve(
         str | None,
         typer.Option(help="This broker's rack, reported in metadata.", envvar="TOPICLAKE_BROKER__RACK"),
     ] = None,
+    # -- security (docs/security.md) ------------------------------------------------------------------
+    auth: Annotated[
+        bool | None,
+        typer.Option(
+            "--auth/--no-auth",
+            help="Require credentials and enforce the ACLs (default off: the broker is open).",
+            envvar="TOPICLAKE_AUTH",
+            show_default=False,
+        ),
+    ] = None,
+    users_file: Annotated[
+        str | None,
+        typer.Option(help="htpasswd-format users file (bcrypt).", envvar="TOPICLAKE_USERS_FILE"),
+    ] = None,
+    super_users: Annotated[
+        str | None,
+        typer.Option(help="Allowed everything: User:admin,User:ops.", envvar="TOPICLAKE_SUPER_USERS"),
+    ] = None,
+    jwt_public_key_file: Annotated[
+        str | None,
+        typer.Option(help="PEM public key of RS256 bearer tokens.", envvar="TOPICLAKE_JWT_PUBLIC_KEY_FILE"),
+    ] = None,
 ) -> None:
     """Run a broker: the HTTP API and the Kafka protocol over the warehouse. Brokers started on one warehouse
     with different --broker-id form one cluster: they elect a controller and share out the partitions'
@@ -98,14 +120,26 @@ def serve(
             "kafka_port": kafka_port,
             "kafka_advertised_host": kafka_advertised_host,
             "kafka_advertised_port": kafka_advertised_port,
+            "auth": auth,
+            "users_file": users_file,
+            "super_users": super_users,
+            "jwt_public_key_file": jwt_public_key_file,
         }.items()
         if v is not None
     }
-    settings = GatewaySettings(**overrides)  # type: ignore[arg-type]
+    from pydantic import ValidationError
+
+    from topiclake.settings_rules import invalid_settings
+
     broker_changes: dict[str, object] = {"broker_id": broker_id, "rack": rack}
     broker_changes = {k: v for k, v in broker_changes.items() if v is not None}
-    if broker_changes:
-        settings = settings.model_copy(update={"broker": settings.broker.model_copy(update=broker_changes)})
+    try:  # refused settings: exit 1 with `InvalidSettings: <field>: <why>`, no traceback
+        settings = GatewaySettings(**overrides)  # type: ignore[arg-type]
+        if broker_changes:
+            broker = settings.broker.model_validate({**settings.broker.model_dump(), **broker_changes})
+            settings = GatewaySettings.model_validate({**settings.model_dump(), "broker": broker})
+    except ValidationError as exc:
+        raise invalid_settings(exc) from None
     configure_logging(settings.log_level)
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid> prints every thread's stack to stderr
     logging.getLogger(__name__).info(

@@ -344,7 +344,7 @@ def start_spark(
     """
     from pyspark.sql import SparkSession
 
-    from topiclake.sparkenv.session import get_spark
+    from topiclake.jobs.session import get_spark
 
     running = SparkSession.getActiveSession()
     spark = get_spark(config.master, app_name=f"topiclake-{name}", warehouse=config.warehouse, conf=conf)
@@ -362,8 +362,15 @@ def run_main(
 
     Returns:
         0 when the job ran, 1 on a topiclake error (``ClassName: message`` on stderr). Bad arguments
-        exit with argparse's usage error (2).
+        exit with argparse's usage error (2). Called without ``argv`` (a console script, ``python -m``,
+        ``spark-submit``) it never returns: the process ends with that code through
+        :func:`topiclake.process.run_and_exit` (delta-rs may abort Python's own teardown), except inside
+        a Databricks task, whose process Databricks keeps.
     """
+    from topiclake.process import owns_process, run_and_exit
+
+    if argv is None and owns_process():
+        run_and_exit(lambda: run_main(name, sys.argv[1:], parser, make_config, run))
     ns = parser.parse_args(argv)
     configure_logging(ns.log_level)
     try:

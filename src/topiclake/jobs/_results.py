@@ -9,6 +9,8 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from topiclake.errors import TopiclakeError
+from topiclake.platform.catalog import TopicCatalog
 from topiclake.platform.storage import Storage
 
 logger = logging.getLogger("topiclake.jobs._common")  # as before the split
@@ -49,10 +51,17 @@ class TopicResult:
     details: dict[str, Any] = field(default_factory=dict)
 
     def record_end(self, storage: Storage, topic: str, partitions: int) -> None:
-        """Fill in files, bytes and log start offsets of the topic table as it is now."""
+        """Fill in files, bytes and log start offsets of the topic table as it is now, and record both ends
+        of every partition in ``_system/partition_offsets`` (what SQL's lag needs once retention emptied a
+        partition; :mod:`topiclake.platform.partition_offsets`)."""
         from topiclake.jobs._tables import end_state
+        from topiclake.platform.partition_offsets import record_partition_offsets
 
         self.files_after, self.bytes_after, self.log_start_offsets = end_state(storage, topic, partitions)
+        try:
+            record_partition_offsets(storage, TopicCatalog(storage).get(topic), recorded_by="jobs")
+        except TopiclakeError as exc:  # the job's own work is done and stays done
+            logger.warning("topic %s: partition offsets not recorded: %s", topic, exc.message)
 
     def summary(self) -> str:
         """One line for this topic."""

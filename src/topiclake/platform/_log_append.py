@@ -46,6 +46,7 @@ class LogAppends(LogBase):
             if duplicate:
                 return handle
             now = now_ms()
+            handle.append_time_ms = now
             log_append = self.info.config.message_timestamp_type == "LogAppendTime"
             for (p, table), size in zip(batches, sizes, strict=True):
                 part = self._parts[p]
@@ -79,6 +80,7 @@ class LogAppends(LogBase):
             if duplicate:
                 return handle
             now = now_ms()
+            handle.append_time_ms = now
             log_append = self.info.config.message_timestamp_type == "LogAppendTime"
             seq = producer.base_sequence if producer is not None else None
             for (p, rows), size in zip(batches, sizes, strict=True):
@@ -163,8 +165,8 @@ class LogAppends(LogBase):
 
     def _find_sequences(
         self, producer_id: int, base: int, count: int, scope: int | None = None
-    ) -> dict[int, tuple[int, int]]:
-        found: dict[int, tuple[int, int]] = {}
+    ) -> dict[int, tuple[int, int, int]]:
+        found: dict[int, tuple[int, int, int]] = {}
         index = self._refresh_index(force=True)
         for p in index.partitions():
             if scope is not None and p != scope:
@@ -176,8 +178,11 @@ class LogAppends(LogBase):
                     pc.and_(pc.greater_equal(t["sequence"], base), pc.less(t["sequence"], base + count)),
                 )
                 hit = t.filter(mask)
-                for seq, off in zip(hit["sequence"].to_pylist(), hit["offset"].to_pylist(), strict=True):
-                    found[seq] = (p, off)
+                stamps = pc.divide(pc.cast(hit["timestamp"], pa.int64()), 1000).to_pylist()
+                for seq, off, ts in zip(
+                    hit["sequence"].to_pylist(), hit["offset"].to_pylist(), stamps, strict=True
+                ):
+                    found[seq] = (p, off, ts)
                 if len(found) >= count:
                     return found
         return found

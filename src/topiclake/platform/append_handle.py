@@ -27,7 +27,8 @@ class AppendHandle:
     def __init__(self) -> None:
         self.pending: list[PendingBatch] = []
         self.future: Future[None] = Future()
-        self.by_sequence: dict[int, tuple[int, int]] | None = None
+        self.by_sequence: dict[int, tuple[int, int, int]] | None = None  # seq -> partition, offset, ts ms
+        self.append_time_ms: int | None = None  # stamped on defaulted CreateTimes and on LogAppendTime
 
     @property
     def parts(self) -> list[tuple[int, int, int]]:
@@ -64,8 +65,11 @@ def results_of(
     rows each queued batch held, ``stamps`` the CreateTime each was sent with. Shared by every produce
     path, so a retried idempotent request and acks=0 answer alike everywhere."""
     n = len(targets)
+    now = handle.append_time_ms  # what the log stored where no CreateTime was sent, and for LogAppendTime
     if acks == "0":
-        return [RecordResult(t, None, None) for t in targets]
+        return [
+            RecordResult(t, None, stamps[j] if stamps[j] is not None else now) for j, t in enumerate(targets)
+        ]
     results: list[RecordResult | None] = [None] * n
     if handle.by_sequence is not None and producer is not None:
         for j in range(n):
@@ -74,9 +78,9 @@ def results_of(
                 gone = RequestTimedOut("the original of this retried record is no longer in the log")
                 results[j] = RecordResult(targets[j], None, None, gone)
             else:
-                results[j] = RecordResult(found[0], found[1], None)
+                results[j] = RecordResult(found[0], found[1], found[2])
         return results  # type: ignore[return-value]
     for (part, base, _count), rows in zip(handle.parts, batch_rows, strict=True):
         for k, j in enumerate(rows):
-            results[j] = RecordResult(part, base + k, stamps[j])
+            results[j] = RecordResult(part, base + k, stamps[j] if stamps[j] is not None else now)
     return results  # type: ignore[return-value]

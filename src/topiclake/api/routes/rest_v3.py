@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from topiclake import errors as e
+from topiclake.api.auth import access_of
 from topiclake.api.deps import BrokerDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.routes import rest_v3_records
@@ -46,6 +47,7 @@ from topiclake.api.routes._rest_v3 import topic_body as _topic
 from topiclake.platform import Broker, TopicConfig, TopicInfo, validate_topic_name
 from topiclake.platform.catalog import MAX_PARTITIONS
 from topiclake.platform.topic_config import CONFIG_NAMES
+from topiclake.security import Operation
 
 router = APIRouter(prefix="/v3", tags=["kafka-rest-v3"])
 
@@ -118,7 +120,7 @@ async def get_broker(
 async def list_topics(request: Request, broker: BrokerDep, cluster_id: str) -> Response:
     _accept(request)
     check_cluster(broker, cluster_id)
-    infos = await call(broker.list_topics)
+    infos = access_of(request.scope).visible(await call(broker.list_topics), lambda i: i.name)
     data = [_topic(request, cluster_id, info) for info in sorted(infos, key=lambda i: i.name)]
     return json_response(collection("KafkaTopicList", url(request, "clusters", cluster_id, "topics"), data))
 
@@ -136,6 +138,7 @@ async def create_topic(
     if not isinstance(name, str):
         raise bad_request("topic_name is required and must be a string")
     validate_topic_name(name)
+    access_of(request.scope).require_create(name)
     assignments = body.get("replicas_assignments") or []
     if not isinstance(assignments, list):
         raise bad_request("replicas_assignments must be a list")
@@ -196,6 +199,7 @@ async def list_all_topic_configs(request: Request, broker: BrokerDep, cluster_id
     _accept(request)
     check_cluster(broker, cluster_id)
     infos = sorted(await call(broker.list_topics), key=lambda i: i.name)
+    infos = access_of(request.scope).visible(infos, lambda i: i.name, operation=Operation.DESCRIBE_CONFIGS)
     data = [config_data(request, cluster_id, info, name) for info in infos for name in CONFIG_NAMES]
     self_url = url(request, "clusters", cluster_id, "topics", "-", "configs")
     return json_response(collection("KafkaTopicConfigList", self_url, data))
@@ -391,4 +395,5 @@ async def get_replica(
 
 
 # Produce lives in its own module; its router is served as part of this one so app.py needs no change.
+
 router.include_router(rest_v3_records.router)
