@@ -62,7 +62,6 @@ KNOWN_CYCLES: list[set[str]] = []
 KNOWN_TYPE_CYCLES: list[set[str]] = [
     *KNOWN_CYCLES,
     # came with a merge of main; next to go
-    {"topiclake.settings", "topiclake.settings_rules"},
     {"topiclake.spark._typed_protobuf", "topiclake.spark.typed_views"},
 ]
 
