@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from topiclake.errors import InvalidSchema, RecordSchemaMismatch
+from topiclake.schema_registry._parsed import ParsedSchema
 from topiclake.schema_registry._protobuf_files import FileSet, from_base64
-from topiclake.schema_registry.formats import ParsedSchema
 
 _WIRE_GROUPS = (
     {"int32", "int64", "uint32", "uint64", "bool"},

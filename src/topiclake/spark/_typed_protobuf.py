@@ -23,7 +23,7 @@ from topiclake.spark._protobuf_sql import message_sql
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from topiclake.spark.typed_views import TypedVersion
+    from topiclake.spark._typed_version import TypedVersion
 
 __all__ = ["protobuf_columns"]
 
