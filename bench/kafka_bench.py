@@ -10,6 +10,10 @@ one machine. Every load is bounded by a record count and a timeout.
 
     python bench/kafka_bench.py --records 200000
     python bench/kafka_bench.py --records 1000000 --anchor ../shared/tools/kafka-anchor.sh
+    python bench/kafka_bench.py --records 100000 --profile     # py-spy samples the gateway per scenario
+
+``--profile`` writes ``bench/results/kafka_profile_<n>.txt`` per scenario: py-spy's collapsed stacks
+(``--nonblocking``, every thread, idle excluded), the input of any flame-graph tool.
 
 Results: ``bench/results/kafka.md`` and ``kafka.json``.
 """
@@ -20,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,6 +79,16 @@ def confluent_produce(bootstrap: str, topic: str, records: int) -> dict[str, flo
     return {"records": float(records), "rec_per_s": records / elapsed}
 
 
+def _spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling process ``pid`` (all threads, without pausing it) into ``out`` until SIGINT."""
+    out.parent.mkdir(exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    cmd = [str(spy), "record", "--nonblocking", "--threads", "-r", "100", "-f", "raw", "-o", str(out)]
+    proc = subprocess.Popen([*cmd, "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)  # attached before the load starts
+    return proc
+
+
 SCENARIOS = [
     ("ProducerPerf 1p acks=all (client defaults)", 1, ["acks=all"]),
     ("ProducerPerf 3p acks=all (client defaults)", 3, ["acks=all"]),
@@ -92,6 +107,7 @@ def main() -> int:
     )
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--anchor", help="path of kafka-anchor.sh: also measure Apache Kafka (ONLY=a)")
+    parser.add_argument("--profile", action="store_true", help="py-spy the gateway during each scenario")
     args = parser.parse_args()
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,13 +118,14 @@ def main() -> int:
             for i, (label, parts, props) in enumerate(SCENARIOS):
                 topic = f"pp{i}"
                 httpx.post(f"{gw.url}/v1/topics", json={"name": topic, "partitions": parts}, timeout=30)
-                rows.append(
-                    {
-                        "target": "topiclake",
-                        "scenario": label,
-                        **producer_performance(bootstrap, topic, args.records, props),
-                    }
-                )
+                spy = _spy(gw.proc.pid, RESULTS / f"kafka_profile_{i}.txt") if args.profile else None
+                try:
+                    measured = producer_performance(bootstrap, topic, args.records, props)
+                finally:
+                    if spy is not None:
+                        spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                        spy.wait(60)
+                rows.append({"target": "topiclake", "scenario": label, **measured})
                 print(rows[-1], flush=True)
             httpx.post(f"{gw.url}/v1/topics", json={"name": "ck", "partitions": 1}, timeout=30)
             rows.append(
@@ -123,7 +140,7 @@ def main() -> int:
             gw.stop()
     anchor = ""
     if args.anchor:
-        env = {**os.environ, "ONLY": "a", "N": str(args.records), "REPEATS": "1"}
+        env = {"KAFKA_VERSION": "4.4.0", **os.environ, "ONLY": "a", "N": str(args.records), "REPEATS": "1"}
         out = subprocess.run(["bash", args.anchor], capture_output=True, text=True, env=env, timeout=3600)
         anchor = out.stdout[-6000:]
     RESULTS.mkdir(exist_ok=True)

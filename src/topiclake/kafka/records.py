@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
+from topiclake.platform.records import INPUT_SCHEMA
 from topiclake.schemas import HEADERS_TYPE, LOG_APPEND_TIME
 
 _BATCH_HEAD = struct.Struct(">qiib")  # base offset, batch length, partition leader epoch, magic
@@ -75,33 +76,26 @@ def decode(data: bytes) -> list[DecodedBatch]:
         batch = DefaultRecordBatch(raw)
         if not batch.validate_crc():
             raise CorruptBatch("batch CRC32C does not match")
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        stamps: list[int] = []
-        headers: list[list[dict[str, Any]] | None] = []
-        any_headers = False
         try:
-            for rec in batch:
-                keys.append(rec.key)
-                values.append(rec.value)
-                stamps.append(rec.timestamp)
-                h = rec.headers
-                if h:
-                    any_headers = True
-                    headers.append([{"key": k, "value": v} for k, v in h])
-                else:
-                    headers.append(None)
+            recs = list(batch)  # aiokafka's compiled reader: CRC-checked, decompressed
         except Exception as exc:
             raise CorruptBatch(f"records do not decode: {exc}") from exc
-        n = len(keys)
+        n = len(recs)
+        heads = [rec.headers for rec in recs]
+        if any(heads):
+            headers = pa.array(
+                [[{"key": k, "value": v} for k, v in h] if h else None for h in heads], HEADERS_TYPE
+            )
+        else:
+            headers = pa.nulls(n, HEADERS_TYPE)
         table = pa.Table.from_arrays(
             [
-                pa.array(keys, pa.binary()),
-                pa.array(values, pa.binary()),
-                pa.array(headers, HEADERS_TYPE) if any_headers else pa.nulls(n, HEADERS_TYPE),
-                pa.array(stamps, pa.int64()),
+                pa.array([rec.key for rec in recs], pa.binary()),
+                pa.array([rec.value for rec in recs], pa.binary()),
+                headers,
+                pa.array([rec.timestamp for rec in recs], pa.int64()),
             ],
-            names=["key", "value", "headers", "timestamp_ms"],
+            schema=INPUT_SCHEMA,
         )
         out.append(
             DecodedBatch(

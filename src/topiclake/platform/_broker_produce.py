@@ -199,16 +199,7 @@ class BrokerProduce(BrokerBase):
         """
         ack = normalize_acks(acks)
         log = self.log(topic)
-        data = _conform(table)
-        limit = log.info.config.max_message_bytes
-        for i in _suspects(data, [None] * data.num_rows, limit, log.info.partitions):
-            error = self._check_row(topic, data, i, None, limit, log.info.partitions)
-            if error is not None:  # one bad record fails the whole columnar batch
-                raise error
-        if self.schema_check is not None and log.info.config.validates_schemas:
-            bad = next((e for e in self.schema_check(topic, log.info.config, data) if e is not None), None)
-            if bad is not None:
-                raise bad
+        data = self._screen(topic, log, table)
         if data.num_rows == 0:
             log.high_watermark(partition)  # still reject an unknown partition
             return partition, 0, None
@@ -242,21 +233,68 @@ class BrokerProduce(BrokerBase):
         timeout_ms: int | None,
         on_appended: Callable[[], None] | None = None,
     ) -> tuple[int, int, int | None]:
-        if producer is not None:
-            seqs = pa.array(range(producer.base_sequence, producer.base_sequence + data.num_rows), pa.int32())
-            data = data.append_column("sequence", seqs)
-        handle = log.append([(partition, data)], ack, producer)  # type: ignore[arg-type]
+        handle = _queue_arrow(log, partition, data, ack, producer)
         if on_appended is not None:
             on_appended()
         if ack == "0":
             return partition, data.num_rows, None
         if ack == "all":
             self._wait(handle, topic, timeout_ms)
+        return partition, data.num_rows, self.arrow_base(handle, producer)
+
+    def start_arrow(
+        self,
+        topic: str,
+        partition: int,
+        table: pa.Table,
+        *,
+        acks: str | int = "all",
+        producer: ProducerInfo | None = None,
+    ) -> AppendHandle | None:
+        """Queue a whole batch for one partition without blocking (the Kafka listener's hot path).
+
+        The same checks and guarantees as :meth:`produce_arrow`, but nothing here waits: the caller awaits
+        ``handle.future`` (the Delta commit holding the batch) on its event loop and takes the base offset
+        from :func:`arrow_base`. Returns None, having queued nothing, when the general (blocking) path must
+        serve the batch: the topic's log is not open yet, another broker leads the partition, records are
+        validated against a schema registry, or the batch is empty.
+
+        Raises:
+            TopiclakeError: As :meth:`produce_arrow`; nothing was queued.
+        """
+        ack = normalize_acks(acks)
+        log = self.open_log(topic)
+        if log is None or not log.leads(partition):
+            return None
+        if self.schema_check is not None and log.info.config.validates_schemas:
+            return None
+        data = self._screen(topic, log, table)
+        if data.num_rows == 0:
+            return None
+        return _queue_arrow(log, partition, data, ack, producer)
+
+    @staticmethod
+    def arrow_base(handle: AppendHandle, producer: ProducerInfo | None) -> int | None:
+        """The base offset of a batch queued by :meth:`start_arrow` (for a retried idempotent batch, its
+        original offset), or None if unknown."""
         if handle.by_sequence is not None:
             first = handle.by_sequence.get(producer.base_sequence) if producer else None
-            return partition, data.num_rows, first[1] if first else None
-        part, base, _count = handle.parts[0]
-        return part, data.num_rows, base
+            return first[1] if first else None
+        return handle.parts[0][1]
+
+    def _screen(self, topic: str, log: TopicLog, table: pa.Table) -> pa.Table:
+        """The batch in input columns, after the per-record checks (one bad record fails the batch)."""
+        data = _conform(table)
+        limit = log.info.config.max_message_bytes
+        for i in _suspects(data, [None] * data.num_rows, limit, log.info.partitions):
+            error = self._check_row(topic, data, i, None, limit, log.info.partitions)
+            if error is not None:
+                raise error
+        if self.schema_check is not None and log.info.config.validates_schemas:
+            bad = next((e for e in self.schema_check(topic, log.info.config, data) if e is not None), None)
+            if bad is not None:
+                raise bad
+        return data
 
     def _wait(self, handle: AppendHandle, topic: str, timeout_ms: int | None) -> None:
         timeout = (timeout_ms or self.config.request_timeout_ms) / 1000
@@ -310,7 +348,19 @@ class BrokerProduce(BrokerBase):
         return targets
 
 
+def _queue_arrow(
+    log: TopicLog, partition: int, data: pa.Table, ack: str, producer: ProducerInfo | None
+) -> AppendHandle:
+    """Append a screened batch (input columns) to one partition's queue: its handle."""
+    if producer is not None:
+        seqs = pa.array(range(producer.base_sequence, producer.base_sequence + data.num_rows), pa.int32())
+        data = data.append_column("sequence", seqs)
+    return log.append([(partition, data)], ack, producer)  # type: ignore[arg-type]
+
+
 def _conform(table: pa.Table) -> pa.Table:
+    if table.schema.equals(INPUT_SCHEMA):  # the Kafka listener's batches: nothing to cast
+        return table
     n = table.num_rows
     cols = []
     for field in INPUT_SCHEMA:
@@ -334,6 +384,11 @@ def _group(table: pa.Table, targets: list[int]) -> tuple[list[tuple[int, pa.Tabl
 
 def _suspects(table: pa.Table, explicit: list[int | None], limit: int, n_parts: int) -> list[int]:
     """Rows that may break a rule (size, timestamp, partition), found with columnar work only."""
+    if table.nbytes <= limit and all(p is None for p in explicit):
+        # no record can be larger than all the bytes together: only a negative timestamp can be wrong
+        low = pc.min(table["timestamp_ms"]).as_py()
+        if low is None or low >= 0:
+            return []
     size = pc.add(
         pc.fill_null(pc.binary_length(table["key"]), 0), pc.fill_null(pc.binary_length(table["value"]), 0)
     )

@@ -13,6 +13,7 @@ from topiclake.kafka import errors as kerr
 from topiclake.kafka import records
 from topiclake.kafka.codec import Request, ms
 from topiclake.kafka.context import ConnectionState, Context
+from topiclake.kafka.handlers.produce_async import start_partition
 from topiclake.platform.records import ProducerInfo, now_ms
 
 logger = logging.getLogger(__name__)
@@ -154,7 +155,14 @@ async def produce(ctx: Context, req: Request) -> dict[str, Any] | None:
         for p in t.partition_data:
             name, index = str(t.name), int(p.index)
             signal = appended.signal()
-            jobs.append(ctx.run(_produce_partition, ctx, name, index, p.records, acks, timeout_ms, signal))
+            # the common case queues on the event loop and awaits the commit there (no thread per request)
+            started = start_partition(ctx, name, index, p.records, acks)
+            if started is None:  # topic not open yet, partition led elsewhere, ...: the blocking path
+                job = ctx.run(_produce_partition, ctx, name, index, p.records, acks, timeout_ms, signal)
+            else:
+                signal()
+                job = started.answer(timeout_ms or ctx.broker.config.request_timeout_ms)
+            jobs.append(job)
     results = await asyncio.gather(*jobs)
     if acks == 0:
         return None
