@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from topiclake.platform.records import INPUT_SCHEMA
-from topiclake.schemas import HEADERS_TYPE, LOG_APPEND_TIME
+from topiclake.platform.rows import Rows
+from topiclake.schemas import LOG_APPEND_TIME
 
 _BATCH_HEAD = struct.Struct(">qiib")  # base offset, batch length, partition leader epoch, magic
 _ATTRIBUTES_OFFSET = 21
@@ -65,41 +65,52 @@ def split_batches(data: bytes) -> list[bytes]:
 
 
 def decode(data: bytes) -> list[DecodedBatch]:
-    """Decode a Produce request's records field.
+    """Decode a Produce request's records field into Arrow input columns.
 
     Raises:
         CorruptBatch: Bad length or CRC, or undecodable records.
         UnsupportedMagic: A legacy message set.
     """
+    return [
+        DecodedBatch(b.rows.to_table(), b.producer_id, b.producer_epoch, b.base_sequence, b.transactional)
+        for b in decode_rows(data)
+    ]
+
+
+@dataclass(frozen=True)
+class DecodedRows:
+    """One produced batch as lists (:class:`~topiclake.platform.rows.Rows`): what the hot path queues."""
+
+    rows: Rows
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool
+
+
+def decode_rows(data: bytes) -> list[DecodedRows]:
+    """Decode a Produce request's records field into lists, no Arrow work (see :func:`decode`)."""
     out = []
     for raw in split_batches(data):
         batch = DefaultRecordBatch(raw)
         if not batch.validate_crc():
             raise CorruptBatch("batch CRC32C does not match")
         try:
-            recs = list(batch)  # aiokafka's compiled reader: CRC-checked, decompressed
+            recs = list(batch)  # aiokafka's compiled reader: decompressed, one object a record
         except Exception as exc:
             raise CorruptBatch(f"records do not decode: {exc}") from exc
-        n = len(recs)
         heads = [rec.headers for rec in recs]
-        if any(heads):
-            headers = pa.array(
-                [[{"key": k, "value": v} for k, v in h] if h else None for h in heads], HEADERS_TYPE
-            )
-        else:
-            headers = pa.nulls(n, HEADERS_TYPE)
-        table = pa.Table.from_arrays(
-            [
-                pa.array([rec.key for rec in recs], pa.binary()),
-                pa.array([rec.value for rec in recs], pa.binary()),
-                headers,
-                pa.array([rec.timestamp for rec in recs], pa.int64()),
-            ],
-            schema=INPUT_SCHEMA,
+        rows = Rows(
+            [rec.key for rec in recs],
+            [rec.value for rec in recs],
+            [[{"key": k, "value": v} for k, v in h] if h else None for h in heads]
+            if any(heads)
+            else [None] * len(recs),
+            [rec.timestamp for rec in recs],
         )
         out.append(
-            DecodedBatch(
-                table,
+            DecodedRows(
+                rows,
                 batch.producer_id,
                 batch.producer_epoch,
                 batch.base_sequence,

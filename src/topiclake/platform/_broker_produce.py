@@ -26,6 +26,7 @@ from topiclake.platform.records import (
     normalize_acks,
     records_to_arrow,
 )
+from topiclake.platform.rows import Rows, check
 from topiclake.platform.topic_log import AppendHandle, TopicLog
 
 logger = logging.getLogger("topiclake.platform.broker")  # one logger for all parts of the broker
@@ -242,40 +243,45 @@ class BrokerProduce(BrokerBase):
             self._wait(handle, topic, timeout_ms)
         return partition, data.num_rows, self.arrow_base(handle, producer)
 
-    def start_arrow(
+    def start_rows(
         self,
         topic: str,
         partition: int,
-        table: pa.Table,
+        rows: Rows,
         *,
         acks: str | int = "all",
         producer: ProducerInfo | None = None,
     ) -> AppendHandle | None:
         """Queue a whole batch for one partition without blocking (the Kafka listener's hot path).
 
-        The same checks and guarantees as :meth:`produce_arrow`, but nothing here waits: the caller awaits
+        The same checks and guarantees as :meth:`produce_arrow` (one bad record fails the whole batch),
+        but nothing here waits and no Arrow work is done per batch: the records stay lists until the flush
+        builds one table for everything it commits (as for HTTP's hot path). The caller awaits
         ``handle.future`` (the Delta commit holding the batch) on its event loop and takes the base offset
-        from :func:`arrow_base`. Returns None, having queued nothing, when the general (blocking) path must
-        serve the batch: the topic's log is not open yet, another broker leads the partition, records are
-        validated against a schema registry, or the batch is empty.
+        from :meth:`arrow_base`. Returns None, having queued nothing, when the general (blocking) path must
+        serve the batch: the topic's log is not open yet, another broker leads the partition, the
+        partition is unknown, records are validated against a schema registry, or the batch is empty.
 
         Raises:
             TopiclakeError: As :meth:`produce_arrow`; nothing was queued.
         """
         ack = normalize_acks(acks)
         log = self.open_log(topic)
-        if log is None or not log.leads(partition):
+        if log is None or not log.leads(partition) or not len(rows):
             return None
-        if self.schema_check is not None and log.info.config.validates_schemas:
+        info = log.info
+        if not 0 <= partition < info.partitions:
+            return None  # the general path answers with the right error
+        if self.schema_check is not None and info.config.validates_schemas:
             return None
-        data = self._screen(topic, log, table)
-        if data.num_rows == 0:
-            return None
-        return _queue_arrow(log, partition, data, ack, producer)
+        errors = check(rows, [None] * len(rows), topic, info.config.max_message_bytes, info.partitions)
+        if errors:
+            raise next(iter(errors.values()))
+        return log.append_rows([(partition, rows)], ack, producer)
 
     @staticmethod
     def arrow_base(handle: AppendHandle, producer: ProducerInfo | None) -> int | None:
-        """The base offset of a batch queued by :meth:`start_arrow` (for a retried idempotent batch, its
+        """The base offset of a batch queued by :meth:`start_rows` (for a retried idempotent batch, its
         original offset), or None if unknown."""
         if handle.by_sequence is not None:
             first = handle.by_sequence.get(producer.base_sequence) if producer else None

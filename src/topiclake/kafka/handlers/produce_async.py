@@ -1,5 +1,7 @@
 """Produce without a thread per request: a partition's batches are decoded and queued on the event loop
-(:meth:`~topiclake.platform.broker.Broker.start_arrow`) and their Delta commit is awaited there.
+as lists
+(:meth:`~topiclake.platform.broker.Broker.start_rows`; the flush builds one Arrow table for every batch
+it commits) and their Delta commit is awaited there.
 
 A client pipelines up to five Produce requests per connection; each of them used to hold a pool thread
 until its commit. Queuing takes well under a millisecond, so it runs on the loop, in the connection's
@@ -82,7 +84,7 @@ def start_partition(
     out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": -1}
     started = StartedPartition(broker, topic, out, acks)
     try:
-        batches = records.decode(bytes(data or b""))
+        batches = records.decode_rows(bytes(data or b""))
     except records.UnsupportedMagic as exc:
         out.update(error_code=kerr.UNSUPPORTED_FOR_MESSAGE_FORMAT, error_message=str(exc))
         return started
@@ -103,7 +105,7 @@ def start_partition(
                 producer = ProducerInfo(
                     batch.producer_id, batch.producer_epoch, batch.base_sequence, scope=partition
                 )
-            handle = broker.start_arrow(topic, partition, batch.table, acks=acks, producer=producer)
+            handle = broker.start_rows(topic, partition, batch.rows, acks=acks, producer=producer)
             if handle is None:
                 if i == 0:
                     return None  # nothing queued yet: the blocking path serves the whole partition
