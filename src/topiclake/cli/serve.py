@@ -5,12 +5,16 @@ from __future__ import annotations
 import faulthandler
 import logging
 import signal
+import sys
 from typing import Annotated
 
 import typer
 
 import topiclake
 from topiclake.cli._app import app, configure_logging
+
+GIL_SWITCH_INTERVAL_S = 0.0005
+"""How often ``topiclake serve`` lets another thread take the GIL (Python's default is 0.005)."""
 
 
 @app.command()
@@ -176,6 +180,9 @@ def serve(
         raise invalid_settings(exc) from None
     configure_logging(settings.log_level)
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid> prints every thread's stack to stderr
+    # GIL hand-offs every 0.5 ms, not 5: a Delta commit re-takes the GIL several times and, behind a busy
+    # Python thread, waited 5 ms each time (docs/kafka-protocol.md, "Throughput"; docs/decisions.md)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     logging.getLogger(__name__).info(
         "serving warehouse %s on %s://%s:%d (docs at /docs)",
         settings.warehouse,
