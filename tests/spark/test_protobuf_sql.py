@@ -53,9 +53,11 @@ def test_decoder_copes_with_recursion_repeats_unknown_fields_and_garbage(spark: 
     data += node(tags={"x": 9}).SerializeToString()  # the same map key again: the last one wins
     data += b"\xa0\x06\x05"  # field 100 (unknown to this schema), varint 5
     cases = [data, b"", b"\xff\xff\xff", b"\x12\xff\xff\xff\xff\x0f\x01", bytes(range(256))]
-    rows = spark.sql(
-        "SELECT " + ", ".join(f"{decoded.expr('X' + repr(c.hex()))} AS r{i}" for i, c in enumerate(cases))
-    ).first()
+    values = ", ".join(f"({i}, X'{c.hex()}')" for i, c in enumerate(cases))
+    decoded_rows = spark.sql(
+        f"SELECT {decoded.expr('b')} AS r FROM VALUES {values} AS t(i, b) ORDER BY i"
+    ).collect()
+    rows = [r.r for r in decoded_rows]
     assert rows is not None
     first = rows[0]
     assert (first.v, node.FromString(bytes(first.child)).child.v) == (1, 3)
