@@ -31,6 +31,7 @@ from topiclake.api.routes import (
     rest_v3_acls,
     rest_v3_groups,
 )
+from topiclake.api.tls import broker_client_context, listener_context, principal_mapper
 from topiclake.errors import TopiclakeError
 from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
@@ -79,7 +80,7 @@ def create_app(
                 metrics.object_store, options = counting_endpoint(options)
             storage = Storage(settings.warehouse, options, fsync=settings.broker.fsync)
             if settings.cluster:
-                forwarder = HttpForwarder(settings.broker.broker_id)
+                forwarder = HttpForwarder(settings.broker.broker_id, tls=broker_client_context(settings))
             app.state.broker = Broker(storage, settings.broker, forwarder=forwarder)
         else:
             app.state.broker = broker
@@ -119,6 +120,10 @@ def create_app(
                 settings.kafka_advertised_host or settings.advertised_host,
                 settings.kafka_advertised_port,
                 settings.max_request_bytes,
+                tls=listener_context(settings),
+                principal_mapper=principal_mapper(settings),
+                security=app.state.security,
+                sasl_mechanisms=settings.kafka_sasl_mechanisms,
             )
             try:
                 await kafka.start()
@@ -159,7 +164,7 @@ def create_app(
     errors.install(app)
     app.add_middleware(FastProduce)  # innermost: counted and routed like any request
     app.add_middleware(RequestCounter, metrics=metrics)
-    app.add_middleware(ClusterRouting)
+    app.add_middleware(ClusterRouting, tls=broker_client_context(settings))
     app.add_middleware(AuthMiddleware)  # outermost: nothing is routed, counted or forwarded unauthenticated
     for module in (
         health,
