@@ -15,6 +15,7 @@ from collections.abc import Generator
 import uvicorn
 
 from topiclake.api import create_app
+from topiclake.cli._graceful import GracefulServer
 from topiclake.errors import InvalidConfig
 from topiclake.platform import Storage
 from topiclake.schema_registry import SchemaRegistry
@@ -58,7 +59,7 @@ def serve_with_registry(settings: GatewaySettings) -> None:
     gateway_app = create_app(settings, schema_registry=registry)
     registry_app = create_registry_app(registry)
     logger.info("schema registry on http://%s:%d", settings.host, settings.schema_registry_port)
-    gateway = uvicorn.Server(
+    gateway = GracefulServer(  # a SIGTERM/Ctrl+C stop ends serve normally (exit 0), see _graceful
         uvicorn.Config(gateway_app, host=settings.host, port=settings.port, log_level=settings.log_level)
     )
     other = _QuietServer(
