@@ -5,10 +5,10 @@ Example: ``TOPICLAKE_WAREHOUSE=s3://bucket/lake TOPICLAKE_BROKER__LINGER_MS=5 to
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Annotated, Any, Self
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from topiclake.platform.config import BrokerConfig
 
@@ -60,6 +60,26 @@ class GatewaySettings(BaseSettings):
     kafka_advertised_port: int | None = Field(
         None, ge=1, le=65535, description="Port Kafka clients are told to use (default: kafka_port)."
     )
+    tls_cert: str | None = Field(
+        None, description="PEM certificate (chain) file: HTTP and Kafka listeners speak TLS."
+    )
+    tls_key: str | None = Field(None, description="PEM private key file of tls_cert.")
+    tls_ca: str | None = Field(
+        None,
+        description="PEM CA file: client certificates signed by it are REQUIRED (mTLS); their subject is "
+        "the principal. Brokers also verify each other with it.",
+    )
+    tls_principal_mapping_rules: str = Field(
+        "DEFAULT",
+        description="Kafka's ssl.principal.mapping.rules for client certificates: DEFAULT (the whole DN) "
+        "and/or RULE:pattern/replacement/[L|U], comma-separated, first match wins.",
+    )
+    kafka_sasl_mechanisms: str | None = Field(
+        None,
+        description="Comma-separated SASL mechanisms of the Kafka listener when auth is on (default "
+        "SCRAM-SHA-256,SCRAM-SHA-512 and, with TLS, PLAIN; listing PLAIN without TLS allows it over plain "
+        "text, as a SASL_PLAINTEXT listener in Kafka).",
+    )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     cluster: bool = Field(
         True,
@@ -70,6 +90,32 @@ class GatewaySettings(BaseSettings):
     console_sample_ms: int = Field(
         10_000, ge=100, description="How often the web console (/ui) samples rates and lag for its charts."
     )
+    # -- security (docs/security.md) -----------------------------------------------------------------------
+    auth: bool = Field(
+        False,
+        description="Require authentication (HTTP Basic, JWT bearer, TLS client certificate) and enforce "
+        "the ACLs in _system/acls. Off: the broker is open to anyone who reaches it (logged loudly).",
+    )
+    users_file: str | None = Field(
+        None, description="htpasswd-format users file (bcrypt; `topiclake users add` or `htpasswd -B`)."
+    )
+    super_users: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Principals allowed everything, comma-separated (User:admin,User:ops): super.users.",
+    )
+    jwt_secret: SecretStr | None = Field(None, description="HS256 secret of JWT bearer tokens.")
+    jwt_public_key_file: str | None = Field(
+        None, description="PEM file of the RS256 public key of JWT bearer tokens."
+    )
+    jwt_issuer: str | None = Field(None, description="Required `iss` of JWT bearer tokens, when set.")
+    jwt_audience: str | None = Field(None, description="Required `aud` of JWT bearer tokens, when set.")
+
+    @field_validator("super_users", mode="before")
+    @classmethod
+    def _split_super_users(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [p.strip() for p in value.replace(";", ",").split(",") if p.strip()]
+        return value
 
     @model_validator(mode="after")
     def _refuse_breaking_combinations(self) -> Self:
@@ -77,6 +123,23 @@ class GatewaySettings(BaseSettings):
         from topiclake.settings_rules import gateway_problems
 
         problems = gateway_problems(self)
+        if bool(self.tls_cert) != bool(self.tls_key):
+            problems.append("tls_cert and tls_key go together: give both (or neither)")
+        if self.tls_ca and not self.tls_cert:
+            problems.append("tls_ca (client certificates required) needs tls_cert and tls_key")
+        known = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+        unknown = [
+            m for m in (self.kafka_sasl_mechanisms or "").upper().split(",") if m.strip() not in ("", *known)
+        ]
+        if unknown:
+            problems.append(f"kafka_sasl_mechanisms: unknown {unknown}; choose from {', '.join(known)}")
+        if self.tls_principal_mapping_rules.strip() != "DEFAULT":
+            from topiclake.security.tls import PrincipalMapper
+
+            try:
+                PrincipalMapper(self.tls_principal_mapping_rules)
+            except ValueError as exc:
+                problems.append(str(exc))
         if problems:
             raise ValueError("; ".join(problems))
         return self

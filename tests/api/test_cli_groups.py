@@ -131,7 +131,7 @@ def test_two_members_split_four_partitions_and_print_every_record_once(gateway: 
         def split() -> bool:
             try:
                 d = gateway.broker.groups.describe("g")
-            except GroupNotFound:  # no member has joined yet (a loaded machine starts them slowly)
+            except GroupNotFound:  # no member joined yet (each starts a Python process)
                 return False
             return d.state == "Stable" and sorted(len(m.assignment) for m in d.members) == [2, 2]
 

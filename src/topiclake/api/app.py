@@ -12,6 +12,8 @@ from fastapi import FastAPI
 import topiclake
 from topiclake import console
 from topiclake.api import errors
+from topiclake.api.auth import AuthMiddleware
+from topiclake.api.auth.access import make_security
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.deps import advertised
 from topiclake.api.fast_produce import FastProduce
@@ -26,8 +28,10 @@ from topiclake.api.routes import (
     rest_v2,
     rest_v2_consumers,
     rest_v3,
+    rest_v3_acls,
     rest_v3_groups,
 )
+from topiclake.api.tls import broker_client_context, listener_context, principal_mapper
 from topiclake.errors import TopiclakeError
 from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
@@ -76,11 +80,14 @@ def create_app(
                 metrics.object_store, options = counting_endpoint(options)
             storage = Storage(settings.warehouse, options, fsync=settings.broker.fsync)
             if settings.cluster:
-                forwarder = HttpForwarder(settings.broker.broker_id)
+                forwarder = HttpForwarder(settings.broker.broker_id, tls=broker_client_context(settings))
             app.state.broker = Broker(storage, settings.broker, forwarder=forwarder)
         else:
             app.state.broker = broker
         metrics.broker = app.state.broker
+        app.state.security = make_security(settings, app.state.broker.storage)  # docs/security.md
+        if forwarder is not None:
+            forwarder.signer = app.state.security.signer
         host, port = advertised(settings)
         app.state.broker.advertise(Endpoint("http", host, port))
         app.state.schema_registry = schema_registry or SchemaRegistry(app.state.broker.storage)
@@ -113,6 +120,10 @@ def create_app(
                 settings.kafka_advertised_host or settings.advertised_host,
                 settings.kafka_advertised_port,
                 settings.max_request_bytes,
+                tls=listener_context(settings),
+                principal_mapper=principal_mapper(settings),
+                security=app.state.security,
+                sasl_mechanisms=settings.kafka_sasl_mechanisms,
             )
             try:
                 await kafka.start()
@@ -140,6 +151,7 @@ def create_app(
                 forwarder.close()
             if metrics.object_store is not None:
                 metrics.object_store.stop()
+            app.state.security.close()
 
     app = FastAPI(
         title="topiclake",
@@ -152,7 +164,8 @@ def create_app(
     errors.install(app)
     app.add_middleware(FastProduce)  # innermost: counted and routed like any request
     app.add_middleware(RequestCounter, metrics=metrics)
-    app.add_middleware(ClusterRouting)
+    app.add_middleware(ClusterRouting, tls=broker_client_context(settings))
+    app.add_middleware(AuthMiddleware)  # outermost: nothing is routed, counted or forwarded unauthenticated
     for module in (
         health,
         native_topics,
@@ -162,6 +175,7 @@ def create_app(
         rest_v2_consumers,
         rest_v3,
         rest_v3_groups,
+        rest_v3_acls,
         group_members,
     ):
         app.include_router(module.router)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
+import ssl
 from typing import Any
 
 import httpx
@@ -20,11 +21,14 @@ import orjson
 import pyarrow as pa
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from topiclake.api.auth.access import HOST_KEY, PRINCIPAL_KEY, security_of
 from topiclake.errors import NotLeader, RequestTimedOut, TopiclakeError
 from topiclake.platform import Broker
 from topiclake.platform.cluster import BrokerEndpoint
 from topiclake.platform.cluster.routing import FORWARDED, FORWARDED_HEADER
 from topiclake.platform.records import FetchResult, ProducerInfo, RecordResult
+from topiclake.security.inter_broker import CLIENT, BrokerSigner
+from topiclake.security.inter_broker import HEADER as PRINCIPAL_HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -66,14 +70,23 @@ class HttpForwarder:
 
     Args:
         broker_id: This broker's id, sent in the forwarded-by header.
+        tls: With TLS on: how to verify the other brokers (and present this one's certificate); the
+            forwarder then speaks https.
     """
 
-    def __init__(self, broker_id: int) -> None:
+    def __init__(
+        self, broker_id: int, signer: BrokerSigner | None = None, tls: ssl.SSLContext | None = None
+    ) -> None:
+        #: Signs the client's principal on each forwarded request (auth on): the leader checks the ACLs
+        #: for the client, not for this broker (topiclake.security.inter_broker).
+        self.signer = signer
         self._headers = {FORWARDED_HEADER: str(broker_id)}
+        self._scheme = "http" if tls is None else "https"
         self._client = httpx.Client(
             timeout=httpx.Timeout(35.0, connect=2.0),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
             headers=self._headers,
+            verify=tls if tls is not None else True,
         )
 
     def close(self) -> None:
@@ -81,7 +94,11 @@ class HttpForwarder:
         self._client.close()
 
     def _send(self, target: BrokerEndpoint, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        url = f"http://{target.host}:{target.port}{path}"
+        url = f"{self._scheme}://{target.host}:{target.port}{path}"
+        client = CLIENT.get()
+        if self.signer is not None and client is not None:
+            signed = {PRINCIPAL_HEADER: self.signer.sign(client[0], client[1], method, path)}
+            kwargs["headers"] = {**kwargs.get("headers", {}), **signed}
         try:
             response = self._client.request(method, url, **kwargs)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # never sent: safe to try elsewhere
@@ -218,9 +235,11 @@ GROUP_PROXY_HEADER = "x-topiclake-group-proxied-by"
 class ClusterRouting:
     """ASGI middleware: marks forwarded requests, and proxies group requests to the group's coordinator."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, tls: ssl.SSLContext | None = None) -> None:
         self.app = app
         self._client: httpx.AsyncClient | None = None
+        self._tls = tls
+        self._scheme = "http" if tls is None else "https"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -257,7 +276,9 @@ class ClusterRouting:
 
     async def _proxy(self, scope: Scope, receive: Receive, send: Send, target: BrokerEndpoint) -> None:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(90.0, connect=2.0))
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(90.0, connect=2.0), verify=self._tls if self._tls is not None else True
+            )
         body = b""
         while True:
             message: Message = await receive()
@@ -265,11 +286,18 @@ class ClusterRouting:
             if not message.get("more_body"):
                 break
         headers = [
-            (k.decode(), v.decode()) for k, v in scope["headers"] if k.decode().lower() not in _HOP_HEADERS
+            (k.decode(), v.decode())
+            for k, v in scope["headers"]
+            if k.decode().lower() not in _HOP_HEADERS and k.decode().lower() != PRINCIPAL_HEADER
         ]
         headers.append((GROUP_PROXY_HEADER, "1"))
+        sec = security_of(scope.get("app"))
+        if sec is not None and sec.signer is not None and PRINCIPAL_KEY in scope:
+            # the client's principal, signed: the coordinator checks the ACLs for the client
+            signed = sec.signer.sign(scope[PRINCIPAL_KEY], scope[HOST_KEY], scope["method"], scope["path"])
+            headers.append((PRINCIPAL_HEADER, signed))
         query = scope.get("query_string", b"").decode()
-        url = f"http://{target.host}:{target.port}{scope['path']}" + (f"?{query}" if query else "")
+        url = f"{self._scheme}://{target.host}:{target.port}{scope['path']}" + (f"?{query}" if query else "")
         try:
             response = await self._client.request(scope["method"], url, headers=headers, content=body)
         except httpx.HTTPError as exc:

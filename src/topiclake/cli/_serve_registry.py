@@ -15,6 +15,8 @@ from collections.abc import Generator
 import uvicorn
 
 from topiclake.api import create_app
+from topiclake.api.auth import AuthMiddleware
+from topiclake.api.tls import scheme, uvicorn_tls_options
 from topiclake.cli._graceful import GracefulServer
 from topiclake.errors import InvalidConfig
 from topiclake.platform import Storage
@@ -58,13 +60,32 @@ def serve_with_registry(settings: GatewaySettings) -> None:
     registry = SchemaRegistry(Storage(settings.warehouse, settings.storage_options))
     gateway_app = create_app(settings, schema_registry=registry)
     registry_app = create_registry_app(registry)
-    logger.info("schema registry on http://%s:%d", settings.host, settings.schema_registry_port)
+    # the registry asks for the same credentials as the gateway (authenticated is enough: docs/security.md)
+    registry_app.add_middleware(
+        AuthMiddleware,
+        security=lambda: getattr(gateway_app.state, "security", None),
+        route_checks=False,
+        required=settings.auth,
+    )
+    logger.info(
+        "schema registry on %s://%s:%d", scheme(settings), settings.host, settings.schema_registry_port
+    )
     gateway = GracefulServer(  # a SIGTERM/Ctrl+C stop ends serve normally (exit 0), see _graceful
-        uvicorn.Config(gateway_app, host=settings.host, port=settings.port, log_level=settings.log_level)
+        uvicorn.Config(
+            gateway_app,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            **uvicorn_tls_options(settings),
+        )
     )
     other = _QuietServer(
         uvicorn.Config(
-            registry_app, host=settings.host, port=settings.schema_registry_port, log_level=settings.log_level
+            registry_app,
+            host=settings.host,
+            port=settings.schema_registry_port,
+            log_level=settings.log_level,
+            **uvicorn_tls_options(settings),
         )
     )
     try:

@@ -59,6 +59,34 @@ def serve(
         str | None,
         typer.Option(help="debug, info, warning or error (default info).", envvar="TOPICLAKE_LOG_LEVEL"),
     ] = None,
+    tls_cert: Annotated[
+        str | None,
+        typer.Option(help="PEM certificate: the listeners speak TLS.", envvar="TOPICLAKE_TLS_CERT"),
+    ] = None,
+    tls_key: Annotated[
+        str | None, typer.Option(help="PEM private key of --tls-cert.", envvar="TOPICLAKE_TLS_KEY")
+    ] = None,
+    tls_ca: Annotated[
+        str | None,
+        typer.Option(
+            help="PEM CA: client certificates signed by it are required (mTLS).", envvar="TOPICLAKE_TLS_CA"
+        ),
+    ] = None,
+    tls_principal_mapping_rules: Annotated[
+        str | None,
+        typer.Option(
+            help="Kafka's ssl.principal.mapping.rules for client certificates (default: the whole DN).",
+            envvar="TOPICLAKE_TLS_PRINCIPAL_MAPPING_RULES",
+        ),
+    ] = None,
+    kafka_sasl_mechanisms: Annotated[
+        str | None,
+        typer.Option(
+            help="SASL mechanisms of the Kafka listener with --auth (default SCRAM-SHA-256,SCRAM-SHA-512, "
+            "and PLAIN with TLS).",
+            envvar="TOPICLAKE_KAFKA_SASL_MECHANISMS",
+        ),
+    ] = None,
     advertised_host: Annotated[
         str | None,
         typer.Option(
@@ -76,6 +104,28 @@ def serve(
         str | None,
         typer.Option(help="This broker's rack, reported in metadata.", envvar="TOPICLAKE_BROKER__RACK"),
     ] = None,
+    # -- security (docs/security.md) ------------------------------------------------------------------
+    auth: Annotated[
+        bool | None,
+        typer.Option(
+            "--auth/--no-auth",
+            help="Require credentials and enforce the ACLs (default off: the broker is open).",
+            envvar="TOPICLAKE_AUTH",
+            show_default=False,
+        ),
+    ] = None,
+    users_file: Annotated[
+        str | None,
+        typer.Option(help="htpasswd-format users file (bcrypt).", envvar="TOPICLAKE_USERS_FILE"),
+    ] = None,
+    super_users: Annotated[
+        str | None,
+        typer.Option(help="Allowed everything: User:admin,User:ops.", envvar="TOPICLAKE_SUPER_USERS"),
+    ] = None,
+    jwt_public_key_file: Annotated[
+        str | None,
+        typer.Option(help="PEM public key of RS256 bearer tokens.", envvar="TOPICLAKE_JWT_PUBLIC_KEY_FILE"),
+    ] = None,
 ) -> None:
     """Run a broker: the HTTP API and the Kafka protocol over the warehouse. Brokers started on one warehouse
     with different --broker-id form one cluster: they elect a controller and share out the partitions'
@@ -83,6 +133,7 @@ def serve(
     import uvicorn
 
     from topiclake.api import create_app
+    from topiclake.api.tls import scheme, uvicorn_tls_options
     from topiclake.settings import GatewaySettings
 
     overrides: dict[str, object] = {
@@ -98,6 +149,15 @@ def serve(
             "kafka_port": kafka_port,
             "kafka_advertised_host": kafka_advertised_host,
             "kafka_advertised_port": kafka_advertised_port,
+            "tls_cert": tls_cert,
+            "tls_key": tls_key,
+            "tls_ca": tls_ca,
+            "tls_principal_mapping_rules": tls_principal_mapping_rules,
+            "kafka_sasl_mechanisms": kafka_sasl_mechanisms,
+            "auth": auth,
+            "users_file": users_file,
+            "super_users": super_users,
+            "jwt_public_key_file": jwt_public_key_file,
         }.items()
         if v is not None
     }
@@ -117,8 +177,9 @@ def serve(
     configure_logging(settings.log_level)
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid> prints every thread's stack to stderr
     logging.getLogger(__name__).info(
-        "serving warehouse %s on http://%s:%d (docs at /docs)",
+        "serving warehouse %s on %s://%s:%d (docs at /docs)",
         settings.warehouse,
+        scheme(settings),
         settings.host,
         settings.port,
     )
@@ -138,7 +199,13 @@ def serve(
 
     gateway = create_app(settings)
     server = GracefulServer(
-        uvicorn.Config(gateway, host=settings.host, port=settings.port, log_level=settings.log_level)
+        uvicorn.Config(
+            gateway,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            **uvicorn_tls_options(settings),
+        )
     )
     server.run()  # a SIGTERM/Ctrl+C stop returns here after a graceful shutdown: exit 0
     if not server.started:
