@@ -195,20 +195,24 @@ def serve(
 
         serve_with_registry(settings)
         return
+    from topiclake.cli._graceful import GracefulServer
+
     gateway = create_app(settings)
-    try:
-        uvicorn.run(
+    server = GracefulServer(
+        uvicorn.Config(
             gateway,
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,
             **uvicorn_tls_options(settings),
         )
-    except SystemExit:
+    )
+    server.run()  # a SIGTERM/Ctrl+C stop returns here after a graceful shutdown: exit 0
+    if not server.started:
         error = getattr(gateway.state, "startup_error", None)
         if error is not None:  # e.g. BrokerIdInUse: exit 1 with its message, like every other command
             raise error from None
-        raise
+        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE (e.g. the port is taken)
 
 
 @app.command()
