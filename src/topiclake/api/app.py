@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 import topiclake
 from topiclake import console
-from topiclake.api import errors
+from topiclake.api import errors, openapi_links
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.deps import advertised
 from topiclake.api.fast_produce import FastProduce
@@ -164,4 +164,5 @@ def create_app(
     ):
         app.include_router(module.router)
     console.mount(app, settings.console_sample_ms / 1000)  # the web console at /ui (docs/console.md)
+    openapi_links.install(app)  # links for clients and the stateful fuzzer (tests/security)
     return app
