@@ -136,10 +136,9 @@ class Checker:
         try:
             case.validate_response(response, checks=CHECKS)
         except (AssertionError, BaseExceptionGroup) as exc:  # a Failure, or schemathesis' FailureGroup
-            first = str(exc).strip().splitlines()[:6]
-            self.problems.append(
-                f"{case.operation.label} -> {response.status_code}: {' | '.join(first)} :: {case.as_curl_command()}"
-            )
+            first = " | ".join(str(exc).strip().splitlines()[:6])
+            curl = case.as_curl_command()
+            self.problems.append(f"{case.operation.label} -> {response.status_code}: {first} :: {curl}")
 
     @property
     def cases(self) -> int:
