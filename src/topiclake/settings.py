@@ -5,8 +5,10 @@ Example: ``TOPICLAKE_WAREHOUSE=s3://bucket/lake TOPICLAKE_BROKER__LINGER_MS=5 to
 
 from __future__ import annotations
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from topiclake.platform.config import BrokerConfig
 
@@ -68,3 +70,29 @@ class GatewaySettings(BaseSettings):
     console_sample_ms: int = Field(
         10_000, ge=100, description="How often the web console (/ui) samples rates and lag for its charts."
     )
+    # -- security (docs/security.md) -----------------------------------------------------------------------
+    auth: bool = Field(
+        False,
+        description="Require authentication (HTTP Basic, JWT bearer, TLS client certificate) and enforce "
+        "the ACLs in _system/acls. Off: the broker is open to anyone who reaches it (logged loudly).",
+    )
+    users_file: str | None = Field(
+        None, description="htpasswd-format users file (bcrypt; `topiclake users add` or `htpasswd -B`)."
+    )
+    super_users: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Principals allowed everything, comma-separated (User:admin,User:ops): super.users.",
+    )
+    jwt_secret: SecretStr | None = Field(None, description="HS256 secret of JWT bearer tokens.")
+    jwt_public_key_file: str | None = Field(
+        None, description="PEM file of the RS256 public key of JWT bearer tokens."
+    )
+    jwt_issuer: str | None = Field(None, description="Required `iss` of JWT bearer tokens, when set.")
+    jwt_audience: str | None = Field(None, description="Required `aud` of JWT bearer tokens, when set.")
+
+    @field_validator("super_users", mode="before")
+    @classmethod
+    def _split_super_users(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [p.strip() for p in value.replace(";", ",").split(",") if p.strip()]
+        return value

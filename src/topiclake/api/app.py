@@ -12,6 +12,8 @@ from fastapi import FastAPI
 import topiclake
 from topiclake import console
 from topiclake.api import errors, openapi_links
+from topiclake.api.auth import AuthMiddleware
+from topiclake.api.auth.access import make_security
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.deps import advertised
 from topiclake.api.fast_produce import FastProduce
@@ -25,6 +27,7 @@ from topiclake.api.routes import (
     rest_v2,
     rest_v2_consumers,
     rest_v3,
+    rest_v3_acls,
     rest_v3_groups,
 )
 from topiclake.errors import TopiclakeError
@@ -80,6 +83,9 @@ def create_app(
         else:
             app.state.broker = broker
         metrics.broker = app.state.broker
+        app.state.security = make_security(settings, app.state.broker.storage)  # docs/security.md
+        if forwarder is not None:
+            forwarder.signer = app.state.security.signer
         host, port = advertised(settings)
         app.state.broker.advertise(Endpoint("http", host, port))
         app.state.schema_registry = schema_registry or SchemaRegistry(app.state.broker.storage)
@@ -139,6 +145,7 @@ def create_app(
                 forwarder.close()
             if metrics.object_store is not None:
                 metrics.object_store.stop()
+            app.state.security.close()
 
     app = FastAPI(
         title="topiclake",
@@ -152,6 +159,7 @@ def create_app(
     app.add_middleware(FastProduce)  # innermost: counted and routed like any request
     app.add_middleware(RequestCounter, metrics=metrics)
     app.add_middleware(ClusterRouting)
+    app.add_middleware(AuthMiddleware)  # outermost: nothing is routed, counted or forwarded unauthenticated
     for module in (
         health,
         native_topics,
@@ -161,6 +169,7 @@ def create_app(
         rest_v2_consumers,
         rest_v3,
         rest_v3_groups,
+        rest_v3_acls,
     ):
         app.include_router(module.router)
     console.mount(app, settings.console_sample_ms / 1000)  # the web console at /ui (docs/console.md)

@@ -20,11 +20,14 @@ import orjson
 import pyarrow as pa
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from topiclake.api.auth.access import CLIENT, HOST_KEY, PRINCIPAL_KEY, security_of
 from topiclake.errors import NotLeader, RequestTimedOut, TopiclakeError
 from topiclake.platform import Broker
 from topiclake.platform.cluster import BrokerEndpoint
 from topiclake.platform.cluster.routing import FORWARDED, FORWARDED_HEADER
 from topiclake.platform.records import FetchResult, ProducerInfo, RecordResult
+from topiclake.security.inter_broker import HEADER as PRINCIPAL_HEADER
+from topiclake.security.inter_broker import BrokerSigner
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +71,10 @@ class HttpForwarder:
         broker_id: This broker's id, sent in the forwarded-by header.
     """
 
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, signer: BrokerSigner | None = None) -> None:
+        #: Signs the client's principal on each forwarded request (auth on): the leader checks the ACLs
+        #: for the client, not for this broker (topiclake.security.inter_broker).
+        self.signer = signer
         self._headers = {FORWARDED_HEADER: str(broker_id)}
         self._client = httpx.Client(
             timeout=httpx.Timeout(35.0, connect=2.0),
@@ -82,6 +88,10 @@ class HttpForwarder:
 
     def _send(self, target: BrokerEndpoint, method: str, path: str, **kwargs: Any) -> httpx.Response:
         url = f"http://{target.host}:{target.port}{path}"
+        client = CLIENT.get()
+        if self.signer is not None and client is not None:
+            signed = {PRINCIPAL_HEADER: self.signer.sign(client[0], client[1], method, path)}
+            kwargs["headers"] = {**kwargs.get("headers", {}), **signed}
         try:
             response = self._client.request(method, url, **kwargs)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # never sent: safe to try elsewhere
@@ -265,9 +275,16 @@ class ClusterRouting:
             if not message.get("more_body"):
                 break
         headers = [
-            (k.decode(), v.decode()) for k, v in scope["headers"] if k.decode().lower() not in _HOP_HEADERS
+            (k.decode(), v.decode())
+            for k, v in scope["headers"]
+            if k.decode().lower() not in _HOP_HEADERS and k.decode().lower() != PRINCIPAL_HEADER
         ]
         headers.append((GROUP_PROXY_HEADER, "1"))
+        sec = security_of(scope.get("app"))
+        if sec is not None and sec.signer is not None and PRINCIPAL_KEY in scope:
+            # the client's principal, signed: the coordinator checks the ACLs for the client
+            signed = sec.signer.sign(scope[PRINCIPAL_KEY], scope[HOST_KEY], scope["method"], scope["path"])
+            headers.append((PRINCIPAL_HEADER, signed))
         query = scope.get("query_string", b"").decode()
         url = f"http://{target.host}:{target.port}{scope['path']}" + (f"?{query}" if query else "")
         try:

@@ -9,11 +9,24 @@ from __future__ import annotations
 
 import typer
 
-from topiclake.cli import cluster, consume, groups, jobs, produce, serve, sql, topics
+from topiclake.cli import acls, cluster, consume, groups, jobs, produce, serve, sql, topics, users
 from topiclake.cli._app import app
 from topiclake.errors import TopiclakeError
 
-__all__ = ["app", "cluster", "consume", "groups", "jobs", "main", "produce", "serve", "sql", "topics"]
+__all__ = [
+    "acls",
+    "app",
+    "cluster",
+    "consume",
+    "groups",
+    "jobs",
+    "main",
+    "produce",
+    "serve",
+    "sql",
+    "topics",
+    "users",
+]
 
 
 def main() -> None:

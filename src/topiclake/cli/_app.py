@@ -81,9 +81,28 @@ def client(
     """A client of the gateway at ``url``, or of the cluster behind ``bootstrap_server`` when given."""
     from topiclake.client import TopiclakeClient
 
+    headers = credentials()
     if bootstrap_server:
-        return TopiclakeClient(timeout=timeout, bootstrap_servers=bootstrap_server, idempotent=idempotent)
-    return TopiclakeClient(url, timeout=timeout)
+        return TopiclakeClient(
+            timeout=timeout, bootstrap_servers=bootstrap_server, idempotent=idempotent, headers=headers
+        )
+    return TopiclakeClient(url, timeout=timeout, headers=headers)
+
+
+def credentials() -> dict[str, str]:
+    """The Authorization header for a broker with auth on, from the environment (docs/security.md):
+    ``TOPICLAKE_CLIENT_TOKEN`` (a JWT) or ``TOPICLAKE_CLIENT_USER`` + ``TOPICLAKE_CLIENT_PASSWORD``."""
+    import base64
+    import os
+
+    token = os.environ.get("TOPICLAKE_CLIENT_TOKEN")
+    if token:
+        return {"Authorization": f"Bearer {token}"}
+    user = os.environ.get("TOPICLAKE_CLIENT_USER")
+    if user:
+        pair = f"{user}:{os.environ.get('TOPICLAKE_CLIENT_PASSWORD', '')}".encode()
+        return {"Authorization": "Basic " + base64.b64encode(pair).decode()}
+    return {}
 
 
 def unescape(text: str) -> str:

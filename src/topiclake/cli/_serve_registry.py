@@ -15,6 +15,7 @@ from collections.abc import Generator
 import uvicorn
 
 from topiclake.api import create_app
+from topiclake.api.auth import AuthMiddleware
 from topiclake.errors import InvalidConfig
 from topiclake.platform import Storage
 from topiclake.schema_registry import SchemaRegistry
@@ -57,6 +58,13 @@ def serve_with_registry(settings: GatewaySettings) -> None:
     registry = SchemaRegistry(Storage(settings.warehouse, settings.storage_options))
     gateway_app = create_app(settings, schema_registry=registry)
     registry_app = create_registry_app(registry)
+    # the registry asks for the same credentials as the gateway (authenticated is enough: docs/security.md)
+    registry_app.add_middleware(
+        AuthMiddleware,
+        security=lambda: getattr(gateway_app.state, "security", None),
+        route_checks=False,
+        required=settings.auth,
+    )
     logger.info("schema registry on http://%s:%d", settings.host, settings.schema_registry_port)
     gateway = uvicorn.Server(
         uvicorn.Config(gateway_app, host=settings.host, port=settings.port, log_level=settings.log_level)

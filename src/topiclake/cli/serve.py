@@ -76,6 +76,28 @@ def serve(
         str | None,
         typer.Option(help="This broker's rack, reported in metadata.", envvar="TOPICLAKE_BROKER__RACK"),
     ] = None,
+    # -- security (docs/security.md) ------------------------------------------------------------------
+    auth: Annotated[
+        bool | None,
+        typer.Option(
+            "--auth/--no-auth",
+            help="Require credentials and enforce the ACLs (default off: the broker is open).",
+            envvar="TOPICLAKE_AUTH",
+            show_default=False,
+        ),
+    ] = None,
+    users_file: Annotated[
+        str | None,
+        typer.Option(help="htpasswd-format users file (bcrypt).", envvar="TOPICLAKE_USERS_FILE"),
+    ] = None,
+    super_users: Annotated[
+        str | None,
+        typer.Option(help="Allowed everything: User:admin,User:ops.", envvar="TOPICLAKE_SUPER_USERS"),
+    ] = None,
+    jwt_public_key_file: Annotated[
+        str | None,
+        typer.Option(help="PEM public key of RS256 bearer tokens.", envvar="TOPICLAKE_JWT_PUBLIC_KEY_FILE"),
+    ] = None,
 ) -> None:
     """Run a broker: the HTTP API and the Kafka protocol over the warehouse. Brokers started on one warehouse
     with different --broker-id form one cluster: they elect a controller and share out the partitions'
@@ -98,6 +120,10 @@ def serve(
             "kafka_port": kafka_port,
             "kafka_advertised_host": kafka_advertised_host,
             "kafka_advertised_port": kafka_advertised_port,
+            "auth": auth,
+            "users_file": users_file,
+            "super_users": super_users,
+            "jwt_public_key_file": jwt_public_key_file,
         }.items()
         if v is not None
     }

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from topiclake.api.auth import AccessDep
 from topiclake.api.errors import HTTPError
 from topiclake.platform.group_coordinator import (
     GroupCoordinator,
@@ -20,6 +21,7 @@ from topiclake.platform.group_coordinator import (
     ResetPlanEntry,
 )
 from topiclake.platform.offsets_store import CommittedOffset
+from topiclake.security import Operation, ResourceType
 
 router = APIRouter(prefix="/v1", tags=["groups"])
 
@@ -197,11 +199,12 @@ def _plan_body(x: ResetPlanEntry) -> dict[str, Any]:
 
 
 @router.get("/groups", summary="List consumer groups (with members or committed offsets)")
-def list_groups(groups: GroupsDep) -> dict[str, Any]:
+def list_groups(groups: GroupsDep, access: AccessDep) -> dict[str, Any]:
+    listed = access.visible(groups.list_groups(), lambda g: g.group_id, ResourceType.GROUP)
     return {
         "groups": [
             {"group_id": g.group_id, "state": g.state, "members": g.members, "assignor": g.assignor}
-            for g in groups.list_groups()
+            for g in listed
         ]
     }
 
@@ -263,7 +266,8 @@ def leave(group: str, member: str, groups: GroupsDep) -> Response:
 
 
 @router.post("/groups/{group}/offsets", summary="Commit offsets, fenced by the member's generation")
-def commit(group: str, body: CommitBody, groups: GroupsDep) -> dict[str, Any]:
+def commit(group: str, body: CommitBody, groups: GroupsDep, access: AccessDep) -> dict[str, Any]:
+    access.require_topics(Operation.READ, (o.topic for o in body.offsets))  # Kafka's OffsetCommit
     offsets: dict[tuple[str, int], tuple[int, str | None] | int] = {
         (o.topic, o.partition): (o.offset, o.metadata) for o in body.offsets
     }
@@ -275,10 +279,14 @@ def commit(group: str, body: CommitBody, groups: GroupsDep) -> dict[str, Any]:
 
 @router.get("/groups/{group}/offsets", summary="Committed offsets of a group")
 def committed(
-    group: str, groups: GroupsDep, topic: str | None = Query(None, description="Only this topic.")
+    group: str,
+    groups: GroupsDep,
+    access: AccessDep,
+    topic: str | None = Query(None, description="Only this topic."),
 ) -> dict[str, Any]:
     found = groups.committed(group, topic)
-    return {"group_id": group, "offsets": [_committed_body(c) for _, c in sorted(found.items())]}
+    shown = access.visible(sorted(found.items()), lambda item: item[0][0])  # Kafka's OffsetFetch
+    return {"group_id": group, "offsets": [_committed_body(c) for _, c in shown]}
 
 
 @router.get("/groups/{group}/lag", summary="Lag per partition: end offset minus committed offset")
@@ -296,7 +304,13 @@ def lag(
 @router.post(
     "/groups/{group}/offsets/reset", summary="Reset offsets (earliest/latest/offset/timestamp/shift)"
 )
-def reset(group: str, body: ResetBody, groups: GroupsDep) -> dict[str, Any]:
+def reset(group: str, body: ResetBody, groups: GroupsDep, access: AccessDep) -> dict[str, Any]:
+    if body.partitions is not None:
+        access.require_topics(Operation.READ, (p.topic for p in body.partitions))
+    elif body.topics is not None:
+        access.require_topics(Operation.READ, body.topics)
+    else:  # every topic the group committed for (Kafka's AlterConsumerGroupOffsets: Read on each)
+        access.require_topics(Operation.READ, (tp[0] for tp in groups.committed(group, None)))
     plan = groups.reset_offsets(
         group,
         body.to,

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from topiclake.api.auth import AccessDep
 from topiclake.api.deps import BrokerDep
 from topiclake.platform import Broker, TopicInfo
 
@@ -78,9 +79,10 @@ def topic_body(info: TopicInfo, broker: Broker | None = None) -> dict[str, Any]:
 
 
 @router.get("/metadata", summary="Cluster metadata: brokers and the leader of every partition")
-def metadata(broker: BrokerDep) -> dict[str, Any]:
+def metadata(broker: BrokerDep, access: AccessDep) -> dict[str, Any]:
     """What a client needs to find every partition's leader from any broker ("bootstrap")."""
     meta = broker.metadata()
+    topics = access.visible(sorted(meta.partitions.items()), lambda item: item[0])
     return {
         "cluster_id": meta.cluster_id,
         "controller_id": meta.controller_id,
@@ -108,18 +110,19 @@ def metadata(broker: BrokerDep) -> dict[str, Any]:
                     for s in states
                 ],
             }
-            for name, states in sorted(meta.partitions.items())
+            for name, states in topics
         ],
     }
 
 
 @router.get("/topics", summary="List topics")
-def list_topics(broker: BrokerDep) -> dict[str, Any]:
-    return {"topics": [topic_body(t) for t in broker.list_topics()]}
+def list_topics(broker: BrokerDep, access: AccessDep) -> dict[str, Any]:
+    return {"topics": [topic_body(t) for t in access.visible(broker.list_topics(), lambda t: t.name)]}
 
 
 @router.post("/topics", status_code=201, summary="Create a topic (and its Delta table)")
-def create_topic(body: TopicCreate, broker: BrokerDep) -> dict[str, Any]:
+def create_topic(body: TopicCreate, broker: BrokerDep, access: AccessDep) -> dict[str, Any]:
+    access.require_create(body.name)
     configs = dict(body.configs)
     if body.replication_factor is not None:
         configs["replication.factor"] = body.replication_factor
@@ -188,9 +191,10 @@ def offsets(
 
 
 @router.post("/producers", tags=["produce"], summary="A new idempotent producer id")
-def init_producer(broker: BrokerDep) -> dict[str, int]:
+def init_producer(broker: BrokerDep, access: AccessDep) -> dict[str, int]:
     """Send ``producer: {id, epoch, sequence}`` with produce requests; record ``i`` of a request has
     sequence ``sequence + i`` and the next request continues after the last. A retry with the same
     sequence is answered with the original offsets and not written again."""
+    access.require_idempotent_write()
     info = broker.init_producer()
     return {"producer_id": info.producer_id, "epoch": info.epoch}

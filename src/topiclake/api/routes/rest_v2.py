@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from topiclake import errors as e
 from topiclake.api import codec, http
+from topiclake.api.auth import AccessDep
 from topiclake.api.deps import BrokerDep, MetricsDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.metrics import GatewayMetrics
@@ -123,8 +124,8 @@ def list_brokers(broker: BrokerDep, _accept: Accept) -> Response:
 
 
 @router.get("/topics", summary="Topic names (v2)")
-def list_topics(broker: BrokerDep, _accept: Accept) -> Response:
-    return _json([t.name for t in broker.list_topics()])
+def list_topics(broker: BrokerDep, _accept: Accept, access: AccessDep) -> Response:
+    return _json(access.visible(t.name for t in broker.list_topics()))
 
 
 @router.get("/topics/{topic}", summary="Topic metadata: configs and partitions (v2)")

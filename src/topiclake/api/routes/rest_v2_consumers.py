@@ -40,6 +40,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from topiclake.api import codec, http
+from topiclake.api.auth import AccessDep, access_of
 from topiclake.api.consumer_instances import (
     ConsumerInstanceManager,
     InstanceConfig,
@@ -48,7 +49,9 @@ from topiclake.api.consumer_instances import (
 )
 from topiclake.api.deps import SettingsDep
 from topiclake.api.errors import HTTPError
+from topiclake.errors import Forbidden
 from topiclake.schema_registry import rest_proxy as schema_reads
+from topiclake.security import Operation, ResourceType
 
 router = APIRouter(tags=["kafka-rest-v2"])
 
@@ -366,6 +369,7 @@ async def subscribe(
         if not isinstance(topics_raw, list):
             raise _bad_request("'topics' must be a list of topic names")
         topics = [_as_str(t, f"topics[{i}]") for i, t in enumerate(topics_raw)]
+        access_of(request.scope).require_topics(Operation.READ, topics)
     elif pattern is not None:
         pattern = _as_str(pattern, "topic_pattern")
         try:
@@ -383,9 +387,11 @@ async def subscribe(
 
 
 @router.get("/consumers/{group}/instances/{instance}/subscription", summary="Subscribed topics (v2)")
-def get_subscription(group: str, instance: str, manager: Manager, _accept: Accept) -> Response:
+def get_subscription(
+    group: str, instance: str, manager: Manager, _accept: Accept, access: AccessDep
+) -> Response:
     inst = manager.get(group, instance)
-    return _json({"topics": manager.subscription(inst)})
+    return _json({"topics": access.visible(manager.subscription(inst))})
 
 
 @router.delete("/consumers/{group}/instances/{instance}/subscription", summary="Unsubscribe (v2)")
@@ -403,14 +409,18 @@ async def assign(
     doc = await _body(request, settings, required=True, what="assignment")
     assert doc is not None
     partitions = _partitions(doc, "an assignment")
+    access_of(request.scope).require_topics(Operation.READ, (t for t, _ in partitions))
     await run_in_threadpool(manager.assign, inst, partitions)
     return _no_content()
 
 
 @router.get("/consumers/{group}/instances/{instance}/assignments", summary="Assigned partitions (v2)")
-def get_assignments(group: str, instance: str, manager: Manager, _accept: Accept) -> Response:
+def get_assignments(
+    group: str, instance: str, manager: Manager, _accept: Accept, access: AccessDep
+) -> Response:
     inst = manager.get(group, instance)
-    return _json({"partitions": [{"topic": t, "partition": p} for t, p in manager.assignment(inst)]})
+    shown = access.visible(manager.assignment(inst), lambda tp: tp[0])
+    return _json({"partitions": [{"topic": t, "partition": p} for t, p in shown]})
 
 
 @router.post(
@@ -486,6 +496,11 @@ async def read_records(request: Request, group: str, instance: str, manager: Man
             f"{BINARY_V2 if fmt == 'binary' else JSON_V2})",
             code="format_mismatch",
         )
+    access = access_of(request.scope)
+    assigned = await run_in_threadpool(manager.assignment, inst)
+    if not all(access.allowed(Operation.READ, ResourceType.TOPIC, t) for t, _ in assigned):
+        # a pattern may have matched topics the principal may not even Describe: name none of them
+        raise Forbidden(f"{access.principal} is not authorized to Read every topic this consumer is assigned")
     batches = await run_in_threadpool(
         manager.poll,
         inst,
@@ -524,6 +539,7 @@ async def commit_offsets(
                     raise _bad_request(f"{where}.metadata must be a string")
                 # Confluent commits offset + 1: the body names the last record processed.
                 offsets[_tp(item, where)] = (offset + 1, meta)
+            access_of(request.scope).require_topics(Operation.READ, (t for t, _ in offsets))
     await run_in_threadpool(manager.commit, inst, offsets)
     return _json([])
 
@@ -543,12 +559,13 @@ async def committed_offsets(
         )
     partitions = _partitions(doc, "a committed offsets request")
     found = await run_in_threadpool(manager.committed, inst, partitions)
+    access = access_of(request.scope)
     return _json(
         {
             "offsets": [
                 {"topic": t, "partition": p, "offset": found[(t, p)][0], "metadata": found[(t, p)][1] or ""}
                 for t, p in partitions
-                if (t, p) in found
+                if (t, p) in found and access.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t)
             ]
         }
     )

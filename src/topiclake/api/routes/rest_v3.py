@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from topiclake import errors as e
+from topiclake.api.auth import access_of
 from topiclake.api.deps import BrokerDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import negotiate, read_body, require_media
@@ -26,6 +27,7 @@ from topiclake.platform import Broker, TopicConfig, TopicInfo, validate_topic_na
 from topiclake.platform.catalog import MAX_PARTITIONS
 from topiclake.platform.cluster import BrokerEndpoint, PartitionState
 from topiclake.platform.topic_config import CONFIG_NAMES, DEFAULTS
+from topiclake.security import Operation
 from topiclake.settings import GatewaySettings
 
 router = APIRouter(prefix="/v3", tags=["kafka-rest-v3"])
@@ -289,7 +291,7 @@ async def get_broker(
 async def list_topics(request: Request, broker: BrokerDep, cluster_id: str) -> Response:
     _accept(request)
     check_cluster(broker, cluster_id)
-    infos = await call(broker.list_topics)
+    infos = access_of(request.scope).visible(await call(broker.list_topics), lambda i: i.name)
     data = [_topic(request, cluster_id, info) for info in sorted(infos, key=lambda i: i.name)]
     return json_response(collection("KafkaTopicList", url(request, "clusters", cluster_id, "topics"), data))
 
@@ -307,6 +309,7 @@ async def create_topic(
     if not isinstance(name, str):
         raise bad_request("topic_name is required and must be a string")
     validate_topic_name(name)
+    access_of(request.scope).require_create(name)
     assignments = body.get("replicas_assignments") or []
     if not isinstance(assignments, list):
         raise bad_request("replicas_assignments must be a list")
@@ -367,6 +370,7 @@ async def list_all_topic_configs(request: Request, broker: BrokerDep, cluster_id
     _accept(request)
     check_cluster(broker, cluster_id)
     infos = sorted(await call(broker.list_topics), key=lambda i: i.name)
+    infos = access_of(request.scope).visible(infos, lambda i: i.name, operation=Operation.DESCRIBE_CONFIGS)
     data = [config_data(request, cluster_id, info, name) for info in infos for name in CONFIG_NAMES]
     self_url = url(request, "clusters", cluster_id, "topics", "-", "configs")
     return json_response(collection("KafkaTopicConfigList", self_url, data))

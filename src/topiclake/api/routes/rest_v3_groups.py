@@ -19,12 +19,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from topiclake import errors as e
+from topiclake.api.auth import access_of
 from topiclake.api.consumer_instances import get_groups
 from topiclake.api.deps import BrokerDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import negotiate
 from topiclake.api.routes.rest_v3 import check_cluster, collection, crn, json_response, url
 from topiclake.platform import Broker
+from topiclake.security import ResourceType
 
 router = APIRouter(prefix="/v3", tags=["kafka-rest-v3"])
 
@@ -179,6 +181,7 @@ def _lags(groups: Any, group: str) -> tuple[list[Any], dict[str, Any]]:
 def list_groups(request: Request, broker: BrokerDep, cluster_id: str) -> Response:
     groups = _prepare(request, broker, cluster_id)
     listing = sorted(groups.list_groups(), key=lambda g: g.group_id)
+    listing = access_of(request.scope).visible(listing, lambda g: g.group_id, ResourceType.GROUP)
     data = [group_data(request, cluster_id, broker.config.broker_id, g) for g in listing]
     self_url = url(request, "clusters", cluster_id, "consumer-groups")
     return json_response(collection("KafkaConsumerGroupList", self_url, data))
