@@ -19,6 +19,7 @@ from topiclake.api.deps import advertised
 from topiclake.api.fast_produce import FastProduce
 from topiclake.api.forwarding import ClusterRouting, HttpForwarder
 from topiclake.api.metrics import GatewayMetrics, RequestCounter
+from topiclake.api.quota_limit import QuotaLimit
 from topiclake.api.routes import (
     health,
     native_groups,
@@ -35,6 +36,7 @@ from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
 from topiclake.schema_registry import SchemaRegistry, serde
+from topiclake.security.quotas import quotas_from_settings
 from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
@@ -118,6 +120,7 @@ def create_app(
                 settings.kafka_advertised_host or settings.advertised_host,
                 settings.kafka_advertised_port,
                 settings.max_request_bytes,
+                quotas=app.state.quotas,
             )
             try:
                 await kafka.start()
@@ -157,6 +160,13 @@ def create_app(
     app.state.metrics = metrics
     errors.install(app)
     app.add_middleware(FastProduce)  # innermost: counted and routed like any request
+    app.state.quotas = quotas_from_settings(
+        settings.quota_produce_bytes_per_s,
+        settings.quota_fetch_bytes_per_s,
+        settings.quota_request_rate,
+        settings.quota_overrides,
+    )
+    app.add_middleware(QuotaLimit, quotas=app.state.quotas)  # inside auth: knows the principal (security.md)
     app.add_middleware(RequestCounter, metrics=metrics)
     app.add_middleware(ClusterRouting)
     app.add_middleware(AuthMiddleware)  # outermost: nothing is routed, counted or forwarded unauthenticated

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from topiclake.errors import TopiclakeError
-from topiclake.kafka import codec
+from topiclake.kafka import codec, quota
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.classic_groups import ClassicGroups
 from topiclake.kafka.context import ConnectionState, Context
@@ -25,6 +25,7 @@ from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_resp
 from topiclake.kafka.versions import API_VERSIONS, supported
 from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
+from topiclake.security.quotas import Quotas
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class KafkaListener:
             ``host`` is a wildcard address).
         advertised_port: Port clients are told to use (default ``port``).
         max_request_bytes: Largest request frame (Kafka's ``socket.request.max.bytes``).
+        quotas: Client quotas per principal (shared with HTTP; kafka/quota.py), none by default.
     """
 
     def __init__(
@@ -59,8 +61,10 @@ class KafkaListener:
         advertised_host: str | None = None,
         advertised_port: int | None = None,
         max_request_bytes: int = 100 * 1024 * 1024,
+        quotas: Quotas | None = None,
     ) -> None:
         self.broker = broker
+        self.quotas = quotas
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -203,7 +207,16 @@ class KafkaListener:
         if data is None:
             return None
         try:
-            return codec.encode_response(api_key, version, correlation_id, data)
+            out = codec.encode_response(api_key, version, correlation_id, data)
+            if self.quotas is not None and self.quotas.enabled:
+                principal = getattr(state, "principal", None)
+                wait = quota.throttle_ms(self.quotas, principal, peer, api_key, len(frame), len(out))
+                if wait > 0:
+                    out = codec.encode_response(
+                        api_key, version, correlation_id, {**data, "throttle_time_ms": wait}
+                    )
+                    await asyncio.sleep(wait / 1000)
+            return out
         except Exception:
             logger.exception("kafka %s: cannot encode api key %d v%d answer; closing", peer, api_key, version)
             return _CLOSE
