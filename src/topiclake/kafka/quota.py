@@ -9,6 +9,10 @@ clients also back off by ``throttle_time_ms``).
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+from topiclake.kafka import codec
 from topiclake.security import ANONYMOUS
 from topiclake.security.quotas import QuotaKind, Quotas
 
@@ -29,3 +33,18 @@ def throttle_ms(
     elif api_key == FETCH:
         wait = max(wait, quotas.record(name, QuotaKind.FETCH, response_bytes, str(client)))
     return min(wait, MAX_DELAY_MS)
+
+
+async def throttled(
+    quotas: Quotas, state: object, peer: object, frame: bytes, data: dict[str, Any], out: bytes
+) -> bytes:
+    """Count a request and its encoded answer ``out``; when throttled, the answer with its throttle time
+    (kio's ``throttle_time`` is Kafka's ``throttle_time_ms``), returned only after that long."""
+    api_key, version, correlation_id = codec.peek_header(frame)
+    principal = getattr(state, "principal", None)  # set by SASL/mTLS authentication when it is on
+    wait = throttle_ms(quotas, principal, peer, api_key, len(frame), len(out))
+    if wait <= 0:
+        return out
+    out = codec.encode_response(api_key, version, correlation_id, {**data, "throttle_time": wait})
+    await asyncio.sleep(wait / 1000)
+    return out

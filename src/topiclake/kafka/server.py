@@ -209,13 +209,7 @@ class KafkaListener:
         try:
             out = codec.encode_response(api_key, version, correlation_id, data)
             if self.quotas is not None and self.quotas.enabled:
-                principal = getattr(state, "principal", None)
-                wait = quota.throttle_ms(self.quotas, principal, peer, api_key, len(frame), len(out))
-                if wait > 0:
-                    out = codec.encode_response(
-                        api_key, version, correlation_id, {**data, "throttle_time_ms": wait}
-                    )
-                    await asyncio.sleep(wait / 1000)
+                out = await quota.throttled(self.quotas, state, peer, frame, data, out)
             return out
         except Exception:
             logger.exception("kafka %s: cannot encode api key %d v%d answer; closing", peer, api_key, version)
