@@ -89,7 +89,7 @@ class GatewaySettings(BaseSettings):
     )
     jwt_issuer: str | None = Field(None, description="Required `iss` of JWT bearer tokens, when set.")
     jwt_audience: str | None = Field(None, description="Required `aud` of JWT bearer tokens, when set.")
-    # -- quotas per principal (docs/security.md "Quotas"; 0 = unlimited) -------------------------------------
+    # -- quotas per principal (docs/quotas.md; 0 = unlimited) ------------------------------------------------
     quota_produce_bytes_per_s: float = Field(
         0, ge=0, description="Produce bytes/s per principal (Kafka's producer_byte_rate); 0 = unlimited."
     )

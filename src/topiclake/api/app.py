@@ -166,7 +166,7 @@ def create_app(
         settings.quota_request_rate,
         settings.quota_overrides,
     )
-    app.add_middleware(QuotaLimit, quotas=app.state.quotas)  # inside auth: knows the principal (security.md)
+    app.add_middleware(QuotaLimit, quotas=app.state.quotas)  # inside auth: knows the principal (quotas.md)
     app.add_middleware(RequestCounter, metrics=metrics)
     app.add_middleware(ClusterRouting)
     app.add_middleware(AuthMiddleware)  # outermost: nothing is routed, counted or forwarded unauthenticated

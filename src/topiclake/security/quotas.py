@@ -3,7 +3,7 @@
 One token bucket per (principal, kind). A bucket holds up to one second of its rate (the burst); what a
 principal sends or reads is taken from it after the fact and may drive it into debt, exactly as Kafka
 records usage first and throttles afterwards. A principal in debt must wait until the debt is paid back at
-its rate: that wait is the throttle time. The listeners decide what a throttle means (docs/security.md):
+its rate: that wait is the throttle time. The listeners decide what a throttle means (docs/quotas.md):
 HTTP answers 429 with ``Retry-After`` *before* reading anything of a request while the principal is in
 debt (so nothing accepted is ever dropped); the Kafka listener answers with ``throttle_time_ms`` and holds
 the answer back that long, as Kafka brokers do.
