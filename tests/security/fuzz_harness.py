@@ -20,10 +20,14 @@ from typing import Any
 
 import schemathesis
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
-#: the checks every response must pass: no 5xx, and bodies conform to the schema where one is documented
-CHECKS = [not_a_server_error, response_schema_conformance]
+#: the checks every response must pass: no 5xx; documented statuses, media types and bodies
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
 #: integers no 64-bit field holds: what found issue 13's 500 (an error body echoing one)

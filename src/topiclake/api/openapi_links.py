@@ -13,6 +13,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from topiclake.api.openapi_errors import add_error_responses
+
 #: (method, path, status) of the answer -> {link name: (method, path of the next request, parameters)}.
 #: Parameters are OpenAPI runtime expressions (``$response.body#/name``, ``$request.path.group``).
 Link = tuple[str, str, dict[str, str]]
@@ -126,12 +128,13 @@ def add_links(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def install(app: FastAPI) -> None:
-    """Make ``app.openapi()`` (and ``/openapi.json``) carry the links."""
+    """Make ``app.openapi()`` (and ``/openapi.json``) carry the links and the documented errors
+    (:mod:`topiclake.api.openapi_errors`)."""
     generate: Callable[[], dict[str, Any]] = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = add_links(generate())
+            app.openapi_schema = add_links(add_error_responses(generate()))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
