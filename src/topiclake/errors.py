@@ -84,6 +84,12 @@ class InvalidConfig(InvalidRequest):
     code = "invalid_config"
 
 
+class InvalidSettings(TopiclakeError):
+    """A process's settings would break it (refused at start, with the reason)."""
+
+    code = "invalid_settings"
+
+
 class InvalidPartitions(InvalidRequest):
     """A partition count is not allowed (below 1, or a decrease)."""
 

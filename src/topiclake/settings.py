@@ -5,9 +5,9 @@ Example: ``TOPICLAKE_WAREHOUSE=s3://bucket/lake TOPICLAKE_BROKER__LINGER_MS=5 to
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from topiclake.platform.config import BrokerConfig
@@ -109,3 +109,13 @@ class GatewaySettings(BaseSettings):
         if isinstance(value, str):
             return [p.strip() for p in value.replace(";", ",").split(",") if p.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _refuse_breaking_combinations(self) -> Self:
+        """Refuse settings that would break the broker, with the reason (``topiclake.settings_rules``)."""
+        from topiclake.settings_rules import gateway_problems
+
+        problems = gateway_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self

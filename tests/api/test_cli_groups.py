@@ -14,6 +14,8 @@ from contextlib import contextmanager
 
 from gateway_harness import Gateway
 
+from topiclake.errors import GroupNotFound
+
 TIMEOUT_S = 60
 
 
@@ -127,7 +129,10 @@ def test_two_members_split_four_partitions_and_print_every_record_once(gateway: 
     with members(url, "t", "g", 2) as (a, b):
 
         def split() -> bool:
-            d = gateway.broker.groups.describe("g")
+            try:
+                d = gateway.broker.groups.describe("g")
+            except GroupNotFound:  # no member joined yet (each starts a Python process)
+                return False
             return d.state == "Stable" and sorted(len(m.assignment) for m in d.members) == [2, 2]
 
         wait_for("two members with two partitions each", split)

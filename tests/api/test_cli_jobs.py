@@ -1,7 +1,7 @@
 """``topiclake jobs`` and ``python -m topiclake.jobs.<job>`` on bad input: clear errors before any Spark
 starts (no JVM in these tests). Successful runs are in tests/spark/test_jobs_cli.py.
 
-Errors found in a table are checked in-process (``topiclake.cli.main`` and the jobs' ``main``): a process
+Errors found in a table are checked in-process (``topiclake.cli.run`` and the jobs' ``main``): a process
 that opened a Delta table with deltalake 1.6.6 + pyarrow sometimes aborts at interpreter exit ("terminate
 called without an active exception", delta-io/delta-rs#2184), which would make the exit code flaky.
 Usage errors, found before any table is opened, are checked in a real subprocess."""
@@ -45,11 +45,7 @@ def cli(
     """``topiclake ARGS`` in this process, as the console script runs it: (exit code, stdout, stderr)."""
     monkeypatch.setattr(sys, "argv", ["topiclake", *args])
     capsys.readouterr()
-    try:
-        topiclake.cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    code = topiclake.cli.run()
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(args, code, out, err)
 

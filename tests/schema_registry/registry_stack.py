@@ -31,6 +31,7 @@ class Stack:
     broker: Broker
     registry: SchemaRegistry
     warehouse: Path
+    kafka_bootstrap: str = ""
 
 
 def _free_port() -> int:
@@ -51,9 +52,11 @@ def _start(app: object, port: int) -> tuple[uvicorn.Server, threading.Thread]:
 
 
 @contextlib.contextmanager
-def running_stack(warehouse: Path) -> Iterator[Stack]:
-    """Start a broker, its gateway and its registry over ``warehouse``; stop them all on exit."""
+def running_stack(warehouse: Path, kafka: bool = False) -> Iterator[Stack]:
+    """Start a broker, its gateway and its registry over ``warehouse`` (and the gateway's Kafka listener
+    with ``kafka``); stop them all on exit."""
     port, registry_port = _free_port(), _free_port()
+    kafka_port = _free_port() if kafka else 0
     config = BrokerConfig(linger_ms=1.0)
     settings = GatewaySettings(
         warehouse=str(warehouse),
@@ -61,6 +64,7 @@ def running_stack(warehouse: Path) -> Iterator[Stack]:
         port=port,
         schema_registry_port=registry_port,
         broker=config,
+        kafka_port=kafka_port,
     )
     storage = Storage(str(warehouse))
     broker = Broker(storage, config)
@@ -71,7 +75,12 @@ def running_stack(warehouse: Path) -> Iterator[Stack]:
     ]
     try:
         yield Stack(
-            f"http://127.0.0.1:{port}", f"http://127.0.0.1:{registry_port}", broker, registry, warehouse
+            f"http://127.0.0.1:{port}",
+            f"http://127.0.0.1:{registry_port}",
+            broker,
+            registry,
+            warehouse,
+            f"127.0.0.1:{kafka_port}" if kafka_port else "",
         )
     finally:
         for server, _ in servers:

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 
-from broker_harness import BrokerProcess, wait_for
+from broker_harness import BrokerProcess, free_port, wait_for
 
 from topiclake.security import UserStore
 
@@ -32,9 +32,12 @@ def brokers(tmp_path: Path) -> Iterator[list[BrokerProcess]]:
     store.add(*ADMIN)
     extra = ["--auth", "--users-file", str(users), "--super-users", "User:admin"]
     started: list[BrokerProcess] = []
+    registry = ["--schema-registry-port", str(free_port())]
     try:
         for i in (1, 2):
-            started.append(BrokerProcess(tmp_path / "wh", i, tmp_path / f"b{i}.log", extra=extra).start())
+            more = extra + (registry if i == 1 else [])
+            started.append(BrokerProcess(tmp_path / "wh", i, tmp_path / f"b{i}.log", extra=more).start())
+        started[0].registry_url = f"http://127.0.0.1:{registry[1]}"  # type: ignore[attr-defined]
         yield started
     finally:
         for b in started:
@@ -101,3 +104,8 @@ def test_acls_spread_and_forwarding_keeps_the_principal(brokers: list[BrokerProc
                 break
             time.sleep(0.05)
         assert r.status_code == 200, (b.broker_id, r.text)
+
+    # the schema registry's port asks for the same credentials (any authenticated user)
+    reg = one.registry_url  # type: ignore[attr-defined]
+    assert httpx.get(f"{reg}/subjects").status_code == 401
+    assert httpx.get(f"{reg}/subjects", auth=ALICE).status_code == 200

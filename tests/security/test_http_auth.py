@@ -290,3 +290,18 @@ def test_v3_acl_routes(sg: SecureGateway) -> None:
     sg.allow("User:bob", Operation.ALTER, C, "kafka-cluster")
     assert bob.delete(base, params={"principal": "User:bob"}).status_code == 200
     assert admin.get(base, params={"principal": "User:bob"}).json()["data"] == []
+
+
+def test_v2_consumer_needs_read_on_its_topics(sg: SecureGateway) -> None:
+    sg.allow("User:alice", Operation.READ, G, "g7")
+    alice = sg.client("alice")
+    h = {"content-type": V2}
+    r = alice.post("/consumers/g7", json={"name": "c7", "format": "binary"}, headers=h)
+    assert r.status_code == 200, r.text
+    base = "/consumers/g7/instances/c7"
+    assert alice.post(f"{base}/subscription", json={"topics": ["orders"]}, headers=h).status_code == 403
+    sg.allow("User:alice", Operation.READ, T, "orders")
+    assert alice.post(f"{base}/subscription", json={"topics": ["orders"]}, headers=h).status_code == 204
+    accept = {"accept": "application/vnd.kafka.binary.v2+json"}
+    assert alice.get(f"{base}/records", params={"timeout": 0}, headers=accept).status_code == 200
+    assert alice.delete(base, headers=h).status_code == 204

@@ -228,6 +228,6 @@ def test_persistent_catalog_is_seen_by_a_second_jvm(broker: Broker, warehouse: s
     )
     assert second.returncode == 0, second.stderr[-3000:]
     seen = json.loads(second.stdout.splitlines()[-1])
-    assert seen["tables"] == ["consumer_lag", "consumer_offsets", "orders"]
+    assert seen["tables"] == ["consumer_lag", "consumer_offsets", "orders", "partition_offsets"]
     assert seen["count"] == 7 and seen["v1"] == 7  # version 1: the one produce commit
     assert seen["lag"] == [{"group": "billing", "partition": 0, "lag": 3}]

@@ -69,7 +69,13 @@ def test_topics_are_tables_answering_the_documented_queries(
     result = register_tables(spark, warehouse)
     assert result.tables == {"orders": "topiclake.orders", "payments.v1-eu": "topiclake.payments_v1_eu"}
     assert result.consumer_offsets and not result.skipped
-    assert _tables(spark) == {"orders", "payments_v1_eu", "consumer_offsets", "consumer_lag"}
+    assert _tables(spark) == {
+        "orders",
+        "payments_v1_eu",
+        "consumer_offsets",
+        "consumer_lag",
+        "partition_offsets",
+    }
     location = [
         r["data_type"]
         for r in spark.sql("DESCRIBE TABLE EXTENDED topiclake.payments_v1_eu").collect()
@@ -157,9 +163,8 @@ def test_lag_view_equals_the_coordinators_lag(spark: SparkSession, broker: Broke
         for g in ("billing", "audit")
         for x in groups.lag(g)
     }
-    # an empty partition has no end in its table: end_offset NULL, lag 0 (its high watermark is 0 here)
-    assert got.pop(("billing", "orders", 2)) == (0, None, 0)
-    assert expected.pop(("billing", "orders", 2)) == (0, 0, 0)
+    # a partition never written has no row, but its high watermark (0) was read at registration
+    assert got[("billing", "orders", 2)] == expected[("billing", "orders", 2)] == (0, 0, 0)
     assert got == expected
     assert got[("billing", "orders", 0)] == (5, 12, 7)
     assert got[("audit", "other", 0)] == (1, 2, 1)
@@ -215,6 +220,7 @@ def test_deleted_topics_leave_and_new_ones_join(spark: SparkSession, broker: Bro
         "a_b",
         "consumer_offsets",
         "consumer_lag",
+        "partition_offsets",
         "mine",
     }
     assert spark.sql("SELECT count(*) AS n FROM topiclake.fresh").collect()[0]["n"] == 2

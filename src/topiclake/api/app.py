@@ -21,6 +21,7 @@ from topiclake.api.forwarding import ClusterRouting, HttpForwarder
 from topiclake.api.metrics import GatewayMetrics, RequestCounter
 from topiclake.api.quota_limit import QuotaLimit
 from topiclake.api.routes import (
+    group_members,
     health,
     native_groups,
     native_records,
@@ -180,6 +181,7 @@ def create_app(
         rest_v3,
         rest_v3_groups,
         rest_v3_acls,
+        group_members,
     ):
         app.include_router(module.router)
     console.mount(app, settings.console_sample_ms / 1000)  # the web console at /ui (docs/console.md)

@@ -20,14 +20,14 @@ import orjson
 import pyarrow as pa
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from topiclake.api.auth.access import CLIENT, HOST_KEY, PRINCIPAL_KEY, security_of
+from topiclake.api.auth.access import HOST_KEY, PRINCIPAL_KEY, security_of
 from topiclake.errors import NotLeader, RequestTimedOut, TopiclakeError
 from topiclake.platform import Broker
 from topiclake.platform.cluster import BrokerEndpoint
 from topiclake.platform.cluster.routing import FORWARDED, FORWARDED_HEADER
 from topiclake.platform.records import FetchResult, ProducerInfo, RecordResult
+from topiclake.security.inter_broker import CLIENT, BrokerSigner
 from topiclake.security.inter_broker import HEADER as PRINCIPAL_HEADER
-from topiclake.security.inter_broker import BrokerSigner
 
 logger = logging.getLogger(__name__)
 

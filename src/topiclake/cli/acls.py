@@ -9,25 +9,15 @@ within a second. Like kafka-acls: ``--allow-principal``/``--deny-principal`` (re
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from topiclake.cli._app import app
 from topiclake.errors import InvalidRequest
-from topiclake.security import (
-    CLUSTER_NAME,
-    AclBinding,
-    AclFilter,
-    Authorizer,
-    Operation,
-    PatternType,
-    Permission,
-    Principal,
-    ResourceType,
-    parse_operation,
-    parse_pattern_type,
-)
+
+if TYPE_CHECKING:  # imported in the commands: `topiclake` starts without loading delta-rs for them
+    from topiclake.security import AclBinding, Authorizer, Operation, PatternType, ResourceType
 
 acls_app = typer.Typer(
     help="Add, remove and list ACLs (kafka-acls' options) in the warehouse's _system/acls.",
@@ -78,6 +68,7 @@ Idempotent = Annotated[
 
 def _authorizer(warehouse: str | None) -> Authorizer:
     from topiclake.platform import Storage
+    from topiclake.security import Authorizer
     from topiclake.settings import GatewaySettings
 
     settings = GatewaySettings(**({"warehouse": warehouse} if warehouse else {}))  # type: ignore[arg-type]
@@ -85,6 +76,8 @@ def _authorizer(warehouse: str | None) -> Authorizer:
 
 
 def _resources(topics: Strs, groups: Strs, txn_ids: Strs, cluster: bool) -> list[tuple[ResourceType, str]]:
+    from topiclake.security import CLUSTER_NAME, ResourceType
+
     out = [(ResourceType.TOPIC, t) for t in topics or ()]
     out += [(ResourceType.GROUP, g) for g in groups or ()]
     out += [(ResourceType.TRANSACTIONAL_ID, t) for t in txn_ids or ()]
@@ -94,6 +87,8 @@ def _resources(topics: Strs, groups: Strs, txn_ids: Strs, cluster: bool) -> list
 
 
 def _principals(items: Strs) -> list[str]:
+    from topiclake.security import Principal
+
     for p in items or ():
         try:
             Principal.parse(p)
@@ -108,6 +103,8 @@ def _hosts(items: Strs) -> list[str | None]:
 
 
 def _ops(items: Strs) -> list[Operation]:
+    from topiclake.security import parse_operation
+
     try:
         return [parse_operation(o) for o in items or ()]
     except ValueError as exc:
@@ -116,6 +113,8 @@ def _ops(items: Strs) -> list[Operation]:
 
 def _pattern(text: str) -> tuple[PatternType | None, bool]:
     """(pattern type or None for ANY, match)."""
+    from topiclake.security import parse_pattern_type
+
     t = text.strip().lower()
     if t == "any":
         return None, False
@@ -130,6 +129,8 @@ def _pattern(text: str) -> tuple[PatternType | None, bool]:
 def _shortcut_ops(
     resources: list[tuple[ResourceType, str]], producer: bool, consumer: bool, idempotent: bool
 ) -> list[tuple[ResourceType, str, Operation]]:
+    from topiclake.security import CLUSTER_NAME, Operation, ResourceType
+
     out: list[tuple[ResourceType, str, Operation]] = []
     for rtype, name in resources:
         if producer and rtype == ResourceType.TOPIC:
@@ -163,6 +164,8 @@ def acls_add(
     warehouse: Warehouse = None,
 ) -> None:
     """Add ACLs: every principal x host x operation x resource given."""
+    from topiclake.security import AclBinding, PatternType, Permission, ResourceType
+
     pattern, match = _pattern(resource_pattern_type)
     if pattern is None or match:
         raise typer.BadParameter("add takes --resource-pattern-type literal or prefixed")
@@ -212,6 +215,8 @@ def acls_remove(
     warehouse: Warehouse = None,
 ) -> None:
     """Remove the ACLs the options select (no principal/host/operation given: every ACL of the resources)."""
+    from topiclake.security import AclFilter, Permission, ResourceType
+
     pattern, match = _pattern(resource_pattern_type)
     resources = _resources(topic, group, transactional_id, cluster)
     if not resources:
@@ -266,6 +271,8 @@ def acls_list(
     warehouse: Warehouse = None,
 ) -> None:
     """List ACLs (of the resources given, else all), as a table."""
+    from topiclake.security import AclFilter
+
     pattern, match = _pattern(resource_pattern_type)
     resources: list[tuple[ResourceType | None, str | None]] = list(
         _resources(topic, group, transactional_id, cluster)

@@ -148,11 +148,19 @@ def serve(
         }.items()
         if v is not None
     }
-    settings = GatewaySettings(**overrides)  # type: ignore[arg-type]
+    from pydantic import ValidationError
+
+    from topiclake.settings_rules import invalid_settings
+
     broker_changes: dict[str, object] = {"broker_id": broker_id, "rack": rack}
     broker_changes = {k: v for k, v in broker_changes.items() if v is not None}
-    if broker_changes:
-        settings = settings.model_copy(update={"broker": settings.broker.model_copy(update=broker_changes)})
+    try:  # refused settings: exit 1 with `InvalidSettings: <field>: <why>`, no traceback
+        settings = GatewaySettings(**overrides)  # type: ignore[arg-type]
+        if broker_changes:
+            broker = settings.broker.model_validate({**settings.broker.model_dump(), **broker_changes})
+            settings = GatewaySettings.model_validate({**settings.model_dump(), "broker": broker})
+    except ValidationError as exc:
+        raise invalid_settings(exc) from None
     configure_logging(settings.log_level)
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid> prints every thread's stack to stderr
     logging.getLogger(__name__).info(

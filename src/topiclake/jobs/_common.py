@@ -109,10 +109,17 @@ class TopicResult:
     details: dict[str, Any] = field(default_factory=dict)
 
     def record_end(self, storage: Storage, topic: str, partitions: int) -> None:
-        """Fill in files, bytes and log start offsets of the topic table as it is now."""
+        """Fill in files, bytes and log start offsets of the topic table as it is now, and record both ends
+        of every partition in ``_system/partition_offsets`` (what SQL's lag needs once retention emptied a
+        partition; :mod:`topiclake.platform.partition_offsets`)."""
         from topiclake.jobs._tables import end_state
+        from topiclake.platform.partition_offsets import record_partition_offsets
 
         self.files_after, self.bytes_after, self.log_start_offsets = end_state(storage, topic, partitions)
+        try:
+            record_partition_offsets(storage, TopicCatalog(storage).get(topic), recorded_by="jobs")
+        except TopiclakeError as exc:  # the job's own work is done and stays done
+            logger.warning("topic %s: partition offsets not recorded: %s", topic, exc.message)
 
     def summary(self) -> str:
         """One line for this topic."""
@@ -469,8 +476,15 @@ def run_main(
 
     Returns:
         0 when the job ran, 1 on a topiclake error (``ClassName: message`` on stderr). Bad arguments
-        exit with argparse's usage error (2).
+        exit with argparse's usage error (2). Called without ``argv`` (a console script, ``python -m``,
+        ``spark-submit``) it never returns: the process ends with that code through
+        :func:`topiclake.process.run_and_exit` (delta-rs may abort Python's own teardown), except inside
+        a Databricks task, whose process Databricks keeps.
     """
+    from topiclake.process import owns_process, run_and_exit
+
+    if argv is None and owns_process():
+        run_and_exit(lambda: run_main(name, sys.argv[1:], parser, make_config, run))
     ns = parser.parse_args(argv)
     configure_logging(ns.log_level)
     try:

@@ -74,8 +74,11 @@ def results_of(
     rows each queued batch held, ``stamps`` the CreateTime each was sent with. Shared by every produce
     path, so a retried idempotent request and acks=0 answer alike everywhere."""
     n = len(targets)
+    now = handle.append_time_ms  # what the log stored where no CreateTime was sent, and for LogAppendTime
     if acks == "0":
-        return [RecordResult(t, None, None) for t in targets]
+        return [
+            RecordResult(t, None, stamps[j] if stamps[j] is not None else now) for j, t in enumerate(targets)
+        ]
     results: list[RecordResult | None] = [None] * n
     if handle.by_sequence is not None and producer is not None:
         for j in range(n):
@@ -84,11 +87,11 @@ def results_of(
                 gone = RequestTimedOut("the original of this retried record is no longer in the log")
                 results[j] = RecordResult(targets[j], None, None, gone)
             else:
-                results[j] = RecordResult(found[0], found[1], None)
+                results[j] = RecordResult(found[0], found[1], found[2])
         return results  # type: ignore[return-value]
     for (part, base, _count), rows in zip(handle.parts, batch_rows, strict=True):
         for k, j in enumerate(rows):
-            results[j] = RecordResult(part, base + k, stamps[j])
+            results[j] = RecordResult(part, base + k, stamps[j] if stamps[j] is not None else now)
     return results  # type: ignore[return-value]
 
 

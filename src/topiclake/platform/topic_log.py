@@ -99,7 +99,8 @@ class AppendHandle:
     def __init__(self) -> None:
         self.pending: list[_Pending] = []
         self.future: Future[None] = Future()
-        self.by_sequence: dict[int, tuple[int, int]] | None = None
+        self.by_sequence: dict[int, tuple[int, int, int]] | None = None  # seq -> partition, offset, ts ms
+        self.append_time_ms: int | None = None  # stamped on defaulted CreateTimes and on LogAppendTime
 
     @property
     def parts(self) -> list[tuple[int, int, int]]:
@@ -378,6 +379,7 @@ class TopicLog:
             if duplicate:
                 return handle
             now = now_ms()
+            handle.append_time_ms = now
             log_append = self.info.config.message_timestamp_type == "LogAppendTime"
             for (p, table), size in zip(batches, sizes, strict=True):
                 part = self._parts[p]
@@ -411,6 +413,7 @@ class TopicLog:
             if duplicate:
                 return handle
             now = now_ms()
+            handle.append_time_ms = now
             log_append = self.info.config.message_timestamp_type == "LogAppendTime"
             seq = producer.base_sequence if producer is not None else None
             for (p, rows), size in zip(batches, sizes, strict=True):
@@ -495,8 +498,8 @@ class TopicLog:
 
     def _find_sequences(
         self, producer_id: int, base: int, count: int, scope: int | None = None
-    ) -> dict[int, tuple[int, int]]:
-        found: dict[int, tuple[int, int]] = {}
+    ) -> dict[int, tuple[int, int, int]]:
+        found: dict[int, tuple[int, int, int]] = {}
         index = self._refresh_index(force=True)
         for p in index.partitions():
             if scope is not None and p != scope:
@@ -508,8 +511,11 @@ class TopicLog:
                     pc.and_(pc.greater_equal(t["sequence"], base), pc.less(t["sequence"], base + count)),
                 )
                 hit = t.filter(mask)
-                for seq, off in zip(hit["sequence"].to_pylist(), hit["offset"].to_pylist(), strict=True):
-                    found[seq] = (p, off)
+                stamps = pc.divide(pc.cast(hit["timestamp"], pa.int64()), 1000).to_pylist()
+                for seq, off, ts in zip(
+                    hit["sequence"].to_pylist(), hit["offset"].to_pylist(), stamps, strict=True
+                ):
+                    found[seq] = (p, off, ts)
                 if len(found) >= count:
                     return found
         return found

@@ -1,4 +1,4 @@
-"""Protobuf schemas (``.proto`` text): parsed by ``proto-schema-parser``; compatibility by field numbers.
+"""Protobuf schemas: files built with their imports (``_protobuf_files``); compatibility by field numbers.
 
 Compatibility follows protobuf's wire rules: a field number that both schemas use must keep a wire-compatible
 type (``int32``/``int64``/``uint32``/``uint64``/``bool``/enums; ``sint32``/``sint64``; ``fixed32``/
@@ -9,17 +9,12 @@ without being in the writer. Field names, added and removed optional fields do n
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from antlr4.error.ErrorListener import ErrorListener
-from proto_schema_parser import ast
-from proto_schema_parser.parser import Parser
-
 from topiclake.errors import InvalidSchema, RecordSchemaMismatch
+from topiclake.schema_registry._protobuf_files import FileSet, from_base64
 from topiclake.schema_registry.formats import ParsedSchema
 
 _WIRE_GROUPS = (
@@ -33,56 +28,28 @@ _WIRE_GROUPS = (
 _Fields = dict[str, dict[int, tuple[str, str]]]
 
 
-class _Raise(ErrorListener):  # type: ignore[misc]
-    """ANTLR prints syntax errors and recovers by default; a registry must refuse the schema instead."""
+def _fields_of(fdp: Any) -> tuple[_Fields, set[str]]:
+    """Each message's fields by number (type: a scalar's name or a full type name) and the file's enums."""
+    enums: set[str] = set()
+    fields: _Fields = {}
 
-    def syntaxError(self, recognizer: Any, symbol: Any, line: int, column: int, msg: str, e: Any) -> None:
-        raise InvalidSchema(f"Invalid schema: line {line}:{column}: {msg}")
+    def walk(messages: Any, prefix: str) -> None:
+        for m in messages:
+            name = f"{prefix}{m.name}"
+            enums.update(f"{name}.{e.name}" for e in m.enum_type)
+            fields[name] = {
+                f.number: (
+                    f.type_name.lstrip(".") if f.type_name else _TYPE_NAMES.get(f.type, str(f.type)),
+                    _LABELS.get(f.label, ""),
+                )
+                for f in m.field
+            }
+            walk(m.nested_type, f"{name}.")
 
-
-def _strict(component: Any) -> None:
-    component.removeErrorListeners()
-    component.addErrorListener(_Raise())
-
-
-def _messages(elements: Sequence[Any], prefix: str, enums: set[str]) -> Iterator[tuple[str, Any]]:
-    for el in elements:
-        if isinstance(el, ast.Message):
-            name = f"{prefix}{el.name}"
-            yield name, el
-            yield from _messages(el.elements, f"{name}.", enums)
-        elif isinstance(el, ast.Enum):
-            enums.add(el.name)
-
-
-def _fields(message: Any) -> dict[int, tuple[str, str]]:
-    out: dict[int, tuple[str, str]] = {}
-    for el in message.elements:
-        if isinstance(el, ast.Field):
-            card = el.cardinality.value if el.cardinality is not None else ""
-            out[el.number] = (el.type, card)
-        elif isinstance(el, ast.MapField):
-            out[el.number] = (f"map<{el.key_type},{el.value_type}>", "")
-        elif isinstance(el, ast.OneOf):
-            for f in el.elements:
-                if isinstance(f, ast.Field):
-                    out[f.number] = (f.type, "")
-    return out
-
-
-def _from_base64(text: str) -> Any:
-    """The ``FileDescriptorProto`` a base64 text holds, or None when it is not one."""
-    stripped = text.strip()
-    if not stripped or any(c in stripped for c in " ;{}\n"):
-        return None
-    from google.protobuf import descriptor_pb2
-    from google.protobuf.message import DecodeError
-
-    try:
-        fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(stripped, validate=True))
-    except (binascii.Error, ValueError, DecodeError):
-        return None
-    return fdp if fdp.name and len(fdp.message_type) else None
+    prefix = f"{fdp.package}." if fdp.package else ""
+    enums.update(f"{prefix}{e.name}" for e in fdp.enum_type)
+    walk(fdp.message_type, prefix)
+    return fields, enums
 
 
 _TYPE_NAMES = {
@@ -108,40 +75,47 @@ _LABELS = {2: "REQUIRED", 3: "REPEATED"}
 def _wire_compatible(a: str, b: str, enums: set[str]) -> bool:
     if a == b:
         return True
-    a = "int32" if a.split(".")[-1] in enums else a
-    b = "int32" if b.split(".")[-1] in enums else b
+    a = "int32" if a in enums else a
+    b = "int32" if b in enums else b
     return a == b or any(a in g and b in g for g in _WIRE_GROUPS)
 
 
 class ProtobufSchema(ParsedSchema):
-    """A ``.proto`` file's messages and their fields by number."""
+    """A ``.proto`` file's messages and their fields by number, built with its imports into one pool."""
 
     schema_type = "PROTOBUF"
 
-    def __init__(
-        self, text: str, canonical: str, fields: _Fields, enums: set[str], tree: Any = None, fdp: Any = None
-    ) -> None:
+    def __init__(self, text: str, canonical: str, files: FileSet, fdp: Any) -> None:
         super().__init__(text, canonical)
-        self.fields = fields
-        self.enums = enums
-        self._tree = tree
+        self.files = files
         self._fdp = fdp
+        self.fields, self.enums = _fields_of(fdp)
+        for dep in files.files.values():  # enums of imported files count as enums in field types
+            if dep is not fdp:
+                self.enums |= _fields_of(dep)[1]
         self._codec: Any = None
 
     def descriptor(self) -> Any:
         """The file as a ``FileDescriptorProto`` (Confluent's ``format=serialized``)."""
-        if self._fdp is None:
-            from topiclake.schema_registry._protobuf_codec import file_descriptor
-
-            self._fdp = file_descriptor(self._tree, "schema.proto")
         return self._fdp
+
+    def descriptor_set(self) -> bytes:
+        """The file and every file it imports, as a serialized ``FileDescriptorSet``."""
+        return self.files.descriptor_set()
+
+    def message_name(self) -> str:
+        """The full name of the file's first top-level message (what topiclake writes), or ``""``."""
+        if not len(self._fdp.message_type):
+            return ""
+        prefix = f"{self._fdp.package}." if self._fdp.package else ""
+        return f"{prefix}{self._fdp.message_type[0].name}"
 
     def codec(self) -> Any:
         """The message classes of this file (built on first use; see ``_protobuf_codec``)."""
         if self._codec is None:
             from topiclake.schema_registry._protobuf_codec import ProtobufCodec
 
-            self._codec = ProtobufCodec(self.descriptor())
+            self._codec = ProtobufCodec(self.files.pool, self._fdp)
         return self._codec
 
     def encode(self, value: Any) -> bytes:
@@ -160,53 +134,22 @@ class ProtobufSchema(ParsedSchema):
     @classmethod
     def parse(cls, text: str, references: Sequence[tuple[str, str]]) -> ProtobufSchema:
         """Parse ``text``: ``.proto`` source, or a base64 ``FileDescriptorProto`` (what Confluent's
-        serializers register); imported files must be among the references (by their import name)."""
-        fdp = _from_base64(text)
-        if fdp is not None:
-            return cls._from_descriptor(text, fdp)
-        try:
-            tree = Parser(setup_lexer=_strict, setup_parser=_strict).parse(text)
-        except InvalidSchema:
-            raise
-        except Exception as exc:  # the parser raises its own and ANTLR's errors
-            raise InvalidSchema(f"Invalid schema: {exc}") from exc
-        known = {name for name, _ in references}
-        for el in tree.file_elements:
-            if isinstance(el, ast.Import) and el.name not in known and not el.name.startswith("google/"):
-                raise InvalidSchema(f"Invalid schema: import {el.name!r} is not among the references")
-        enums: set[str] = set()
-        package = next((el.name for el in tree.file_elements if isinstance(el, ast.Package)), "")
-        fields = {
-            name: _fields(msg)
-            for name, msg in _messages(tree.file_elements, f"{package}." if package else "", enums)
-        }
-        if not fields:
+        serializers register). Its imports must be among the references (by their import name, with the
+        files they import before them) or be protobuf's well-known types (``google/protobuf/*.proto``)."""
+        files = FileSet()
+        for name, ref_text in references:
+            try:
+                files.load(ref_text, name)
+            except InvalidSchema as exc:
+                raise InvalidSchema(f"Invalid schema: reference {name!r}: {exc.message}") from exc
+        fdp = files.load(text, None)
+        if not len(fdp.message_type):
             raise InvalidSchema("Invalid schema: a protobuf schema needs at least one message")
-        canonical = re.sub(r"\s+", " ", re.sub(r"//[^\n]*", "", text)).strip()
-        return cls(text, canonical, fields, enums, tree)
-
-    @classmethod
-    def _from_descriptor(cls, text: str, fdp: Any) -> ProtobufSchema:
-        enums: set[str] = {e.name for e in fdp.enum_type}
-        fields: _Fields = {}
-
-        def walk(messages: Any, prefix: str) -> None:
-            for m in messages:
-                name = f"{prefix}{m.name}"
-                enums.update(e.name for e in m.enum_type)
-                fields[name] = {
-                    f.number: (
-                        f.type_name.lstrip(".") if f.type_name else _TYPE_NAMES.get(f.type, str(f.type)),
-                        _LABELS.get(f.label, ""),
-                    )
-                    for f in m.field
-                }
-                walk(m.nested_type, f"{name}.")
-
-        walk(fdp.message_type, f"{fdp.package}." if fdp.package else "")
-        if not fields:
-            raise InvalidSchema("Invalid schema: a protobuf schema needs at least one message")
-        return cls(text, text.strip(), fields, enums, fdp=fdp)
+        if from_base64(text) is not None:
+            canonical = text.strip()
+        else:
+            canonical = re.sub(r"\s+", " ", re.sub(r"//[^\n]*", "", text)).strip()
+        return cls(text, canonical, files, fdp)
 
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         """See the module docstring for the rules."""

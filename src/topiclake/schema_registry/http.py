@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 import topiclake
 from topiclake import errors as e
+from topiclake.schema_registry._paths import SlashedSubjects, SubjectRoute
 from topiclake.schema_registry.formats import SCHEMA_TYPES
 from topiclake.schema_registry.registry import SchemaRegistry
 from topiclake.schema_registry.store import StoredSchema
@@ -30,7 +31,7 @@ __all__ = ["MEDIA_TYPE", "create_registry_app"]
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 _T = TypeVar("_T")
 
-router = APIRouter()
+router = APIRouter(route_class=SubjectRoute)
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -383,5 +384,6 @@ def create_registry_app(registry: SchemaRegistry) -> FastAPI:
     app.state.schema_registry = registry
     _install_errors(app)
     app.include_router(router)
+    app.add_middleware(SlashedSubjects)
     _document_answers(app)
     return app

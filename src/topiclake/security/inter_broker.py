@@ -22,6 +22,7 @@ import json
 import logging
 import secrets
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -35,6 +36,10 @@ from topiclake.security.principal import Principal
 logger = logging.getLogger(__name__)
 
 HEADER = "x-topiclake-principal"
+#: (principal, client host) of the request being served, set by the listener that authenticated it (HTTP
+#: middleware, Kafka listener); a broker forwarding work to another signs it (HttpForwarder). Unset: the
+#: forwarded request carries no principal and a broker with auth on refuses it.
+CLIENT: ContextVar[tuple[Principal, str] | None] = ContextVar("topiclake_client", default=None)
 KEY_TABLE = "broker_key"
 MAX_AGE_S = 120.0
 _SCHEMA = pa.schema([pa.field("key", pa.binary(), nullable=False), pa.field("created_ms", pa.int64())])

@@ -46,8 +46,9 @@ def same_location(spark_location: str | None, uri: str) -> bool:
     return spark_location is not None and norm(spark_location) == norm(uri)
 
 
-def lag_view_sql(registered: dict[str, str], offsets: str | None) -> str:
-    """The body of ``consumer_lag`` over the registered topic tables and offsets table."""
+def lag_view_sql(registered: dict[str, str], offsets: str | None, ends_view: str | None = None) -> str:
+    """The body of ``consumer_lag`` over the registered topic tables and offsets table (and the ends of
+    the partitions from ``ends_view``, the ``partition_offsets`` view, when given)."""
     if offsets is None:
         committed = (
             "SELECT CAST(NULL AS STRING) AS `group`, CAST(NULL AS STRING) AS topic, "
@@ -68,6 +69,8 @@ def lag_view_sql(registered: dict[str, str], offsets: str | None) -> str:
         "SELECT CAST(NULL AS STRING) AS topic, CAST(NULL AS INT) AS partition, "
         "CAST(NULL AS BIGINT) AS log_start_offset, CAST(NULL AS BIGINT) AS end_offset WHERE false"
     ]
+    if ends_view is not None:
+        ends = [f"SELECT topic, partition, log_start_offset, end_offset FROM {ends_view}"]
     topics = ", ".join(literal(t) for t in sorted(registered))
     where = f"c.topic IN ({topics})" if topics else "false"
     union = "\n  UNION ALL ".join(ends)

@@ -5,6 +5,8 @@
 - one table per topic, named by :func:`table_name` (``orders.v1`` -> ``topiclake.orders_v1``), an
   external Delta table at ``<warehouse>/topics/<topic>``;
 - ``consumer_offsets``: the committed offsets of consumer groups (``<warehouse>/_system/consumer_offsets``);
+- ``partition_offsets``: a view with both ends of every partition's log (``log_start_offset``,
+  ``end_offset``), exact also once retention emptied a partition (``topiclake.spark._ends_sql``);
 - ``consumer_lag``: a view with the lag of every group per partition (end offset - committed offset);
 - ``<table>_typed``: for a topic whose values have a registered schema, a view with the record's fields as
   columns (:mod:`topiclake.spark.typed_views`).
@@ -29,9 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from topiclake.errors import InvalidRequest, SqlError
+from topiclake.errors import InvalidRequest, SqlError, TopiclakeError
 from topiclake.platform.catalog import CATALOG_TABLE
 from topiclake.schemas.offsets import OFFSETS_TABLE
+from topiclake.schemas.partition_offsets import PARTITION_OFFSETS_TABLE
 from topiclake.spark._catalog_sql import (
     assign_names,
     error_summary,
@@ -41,6 +44,7 @@ from topiclake.spark._catalog_sql import (
     same_location,
     table_name,
 )
+from topiclake.spark._ends_sql import ENDS_VIEW, ends_view_sql
 from topiclake.spark.typed_views import register_typed_views
 
 if TYPE_CHECKING:
@@ -66,7 +70,7 @@ OFFSETS_NAME = "consumer_offsets"
 #: Name of the lag view in that database.
 LAG_VIEW = "consumer_lag"
 
-_RESERVED = frozenset({OFFSETS_NAME, LAG_VIEW})
+_RESERVED = frozenset({OFFSETS_NAME, LAG_VIEW, ENDS_VIEW})
 # What Spark says when a path holds no Delta table (nothing created there yet).
 _MISSING_TABLE_CONDITIONS = frozenset(
     {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
@@ -138,6 +142,41 @@ def _read_delta(spark: SparkSession, uri: str) -> DataFrame | None:
         if _condition(exc) in _MISSING_TABLE_CONDITIONS or "is not a Delta table" in str(exc):
             return None
         raise SqlError(f"cannot read {uri}: {_first_line(exc)}", uri=uri) from exc
+
+
+def _topic_ids(spark: SparkSession, root: str) -> dict[str, str]:
+    """``topic_id`` of every topic's newest row in ``_system/topics`` (deleted ones too: harmless)."""
+    df = _read_delta(spark, f"{root}/_system/{CATALOG_TABLE}")
+    if df is None:
+        return {}
+    latest: dict[str, tuple[int, str]] = {}
+    for row in df.select("name", "revision", "topic_id").collect():
+        name, revision = str(row["name"]), int(row["revision"])
+        if name not in latest or revision > latest[name][0]:
+            latest[name] = (revision, str(row["topic_id"]))
+    return {name: tid for name, (_, tid) in latest.items()}
+
+
+def _known_ends(root: str, topics: Sequence[str]) -> dict[tuple[str, int], tuple[int, int]]:
+    """Both ends of every partition of ``topics``, read with delta-rs (the high watermark is a ``txn``
+    action SQL cannot see), for a local warehouse; {} elsewhere (the recorded ends still count)."""
+    from topiclake.jobs.session import local_warehouse
+    from topiclake.platform.catalog import TopicCatalog
+    from topiclake.platform.partition_offsets import partition_ends
+    from topiclake.platform.storage import Storage
+
+    if not topics or local_warehouse(root) is None:
+        return {}
+    storage = Storage(root)
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    try:
+        catalog = TopicCatalog(storage)
+        for topic in topics:
+            for p, ends in partition_ends(storage, catalog.get(topic)).items():
+                out[(topic, p)] = ends
+    except TopiclakeError as exc:
+        logger.warning("partition ends not read from the tables (%s): only the recorded ones", exc.message)
+    return out
 
 
 def _live_topics(spark: SparkSession, root: str) -> list[str]:
@@ -265,10 +304,18 @@ def register_tables(
 
     registered = {t: f"{db}.{ident(names[t])}" for t in result.tables}
     offsets_table = f"{db}.{ident(OFFSETS_NAME)}" if has_offsets else None
-    lag = existing.get(LAG_VIEW)
-    if lag is not None and lag.kind != "VIEW":
-        raise SqlError(f"{result.database}.{LAG_VIEW} exists already as a table")
-    run(f"CREATE OR REPLACE VIEW {db}.{ident(LAG_VIEW)} AS\n{lag_view_sql(registered, offsets_table)}")
+    for view in (ENDS_VIEW, LAG_VIEW):
+        old = existing.get(view)
+        if old is not None and old.kind != "VIEW":
+            raise SqlError(f"{result.database}.{view} exists already as a table")
+    recorded_uri = f"{root}/_system/{PARTITION_OFFSETS_TABLE}"
+    recorded = f"delta.{ident(recorded_uri)}" if _read_delta(spark, recorded_uri) is not None else None
+    ends = ends_view_sql(
+        registered, recorded, _topic_ids(spark, root), _known_ends(root, sorted(result.tables))
+    )
+    run(f"CREATE OR REPLACE VIEW {db}.{ident(ENDS_VIEW)} AS\n{ends}")
+    lag = lag_view_sql(registered, offsets_table, f"{db}.{ident(ENDS_VIEW)}")
+    run(f"CREATE OR REPLACE VIEW {db}.{ident(LAG_VIEW)} AS\n{lag}")
     typed, _untyped = register_typed_views(spark, root, db, {t: names[t] for t in result.tables})
     result.typed_views.update({t: f"{result.database}.{v}" for t, v in typed.items()})
 
@@ -333,7 +380,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from topiclake.errors import TopiclakeError
     from topiclake.jobs.session import get_spark, local_warehouse
+    from topiclake.process import owns_process, run_and_exit
 
+    if argv is None and owns_process():  # a process of its own: its code, every time (delta-rs#2184)
+        run_and_exit(lambda: main(sys.argv[1:]))
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     path = local_warehouse(args.warehouse)

@@ -1,10 +1,10 @@
 """Typed views of topics whose values have registered schemas: ``topiclake.<table>_typed``.
 
-For a topic whose value subject (TopicNameStrategy: ``<topic>-value``) has AVRO or JSON versions, the view
-holds the topic table's ``partition``, ``offset``, ``timestamp``, ``timestampType``, ``headers`` and ``key``,
-``value_schema_id``, and one column per field of the value. It is a plain SQL view over the topic's Delta
-table (no second copy of the data) that decodes each record with the schema it was written with, read from
-Confluent's wire format (magic byte 0, 4-byte schema id):
+For a topic whose value subject (TopicNameStrategy: ``<topic>-value``) has AVRO, JSON or PROTOBUF versions,
+the view holds the topic table's ``partition``, ``offset``, ``timestamp``, ``timestampType``, ``headers``
+and ``key``, ``value_schema_id``, and one column per field of the value. It is a plain SQL view over the
+topic's Delta table (no second copy of the data) that decodes each record with the schema it was written
+with, read from Confluent's wire format (magic byte 0, 4-byte schema id):
 
 - AVRO: ``from_avro`` (Spark's spark-avro, resolved with the Delta jars) with the writer's schema, one
   ``CASE`` branch per schema id; a field is typed as in the newest version that has it, so a field added
@@ -12,12 +12,14 @@ Confluent's wire format (magic byte 0, 4-byte schema id):
   newer records); a value an older version's type cannot be cast to (a changed type, under NONE) is NULL
   (``try_cast``), never a failed query.
 - JSON: ``from_json`` with one struct built from the union of the versions' properties.
+- PROTOBUF: the file's first message, decoded by SQL compiled from each version's descriptor (imports and
+  references resolved; see ``_protobuf_sql`` and ``_typed_protobuf``), one column per field.
 
-When the key subject ``<topic>-key`` has AVRO or JSON versions too, ``key`` is decoded the same way (a
-struct for a record schema) and ``key_schema_id`` is added; otherwise ``key`` stays binary. A record
+When the key subject ``<topic>-key`` has AVRO, JSON or PROTOBUF versions too, ``key`` is decoded the same
+way (a struct for a record schema) and ``key_schema_id`` is added; otherwise ``key`` stays binary. A record
 without the wire format, or with a schema id of another subject, shows NULL fields. A field whose name is
-one of the view's own columns gets a ``value_`` prefix. JSON schemas that reference other schemas
-and PROTOBUF subjects get no view (see docs/schemas.md).
+one of the view's own columns gets a ``value_`` prefix. JSON schemas that reference other schemas get no
+view (see docs/schemas.md).
 """
 
 from __future__ import annotations
@@ -51,33 +53,39 @@ _BASE_COLUMNS = ("partition", "offset", "timestamp", "timestampType", "headers",
 
 @dataclass(frozen=True)
 class TypedVersion:
-    """One version of a value subject: its schema id, type and text."""
+    """One version of a value subject: its schema id, type and text (and, for PROTOBUF, the ``(name,
+    text)`` of the schemas it references, dependencies first)."""
 
     version: int
     schema_id: int
     schema_type: str
     schema: str
+    references: tuple[tuple[str, str], ...] = ()
 
 
 def subject_versions(state: RegistryState, subject: str) -> list[TypedVersion]:
     """Every version of ``subject`` that records may have been written with (soft-deleted ones too),
     oldest first. An Avro schema that references others is expanded into one self-contained schema (what
-    ``from_avro`` needs); a JSON or Protobuf one with references gives no versions (no view)."""
+    ``from_avro`` needs), a Protobuf one keeps the files it references; a JSON one with references gives no
+    versions (no view)."""
     out: list[TypedVersion] = []
     for entry in sorted(state.subjects.get(subject, {}).values(), key=lambda v: v.version):
         stored = state.schemas[entry.schema_id]
         text = stored.schema
+        refs: tuple[tuple[str, str], ...] = ()
         if stored.references:
-            if stored.schema_type != "AVRO":
+            if stored.schema_type not in ("AVRO", "PROTOBUF"):
                 return []
             try:
-                text = _expanded_avro(text, resolve(state, stored.references, set()))
+                refs = tuple(resolve(state, stored.references, set()))
+                if stored.schema_type == "AVRO":
+                    text, refs = _expanded_avro(text, refs), ()
             except (InvalidSchema, ValueError, TypeError, KeyError) as exc:
                 logger.warning(
                     "subject %s version %d: cannot expand its references: %s", subject, entry.version, exc
                 )
                 return []
-        out.append(TypedVersion(entry.version, stored.schema_id, stored.schema_type, text))
+        out.append(TypedVersion(entry.version, stored.schema_id, stored.schema_type, text, refs))
     return out
 
 
@@ -166,6 +174,11 @@ def _side(spark: SparkSession, column: str, tag: str, versions: Sequence[TypedVe
         parsed = f"from_json(CAST({payload} AS STRING), {literal(ddl)})"
         decoding = [f"CASE WHEN {sid} IN ({ids}) THEN {parsed} END AS _{tag}r"]
         return _Side(framed, decoding, sid, [(name, f"_{tag}r.{ident(name)}") for name, _ in fields])
+    if types == {"PROTOBUF"}:
+        from topiclake.spark._typed_protobuf import protobuf_columns
+
+        decoding, fields = protobuf_columns(spark, column, tag, sid, versions)
+        return _Side(framed, decoding, sid, fields) if fields else None
     if types != {"AVRO"}:
         return None
     per_version = [_avro_fields(spark, v.schema) for v in versions]
@@ -192,7 +205,7 @@ def typed_view_sql(
     key_versions: Sequence[TypedVersion] = (),
 ) -> str | None:
     """The ``SELECT`` of a typed view over ``table`` (a qualified table name), or None when the value's
-    versions cannot be typed (mixed or PROTOBUF schemas, or none). A key with AVRO or JSON versions becomes
+    versions cannot be typed (mixed schema types, or none). A key with AVRO, JSON or PROTOBUF versions becomes
     a typed ``key`` column (a struct for a record schema) and ``key_schema_id``; else ``key`` stays binary."""
     value = _side(spark, "value", "v", versions)
     if value is None:
@@ -207,7 +220,7 @@ def typed_view_sql(
             columns.append(f"{key.fields[0][1]} AS `key`")
         else:
             pairs = ", ".join(f"{literal(str(n))}, {e}" for n, e in key.fields)
-            columns.append(f"named_struct({pairs}) AS `key`")
+            columns.append(f"IF({key.schema_id} IS NULL, NULL, named_struct({pairs})) AS `key`")
         columns.append(f"{key.schema_id} AS key_schema_id")
     columns.append(f"{value.schema_id} AS value_schema_id")
     for name, expr in value.fields:
@@ -259,7 +272,7 @@ def register_typed_views(
             key_versions = subject_versions(state, f"{topic}-key")
             select = typed_view_sql(spark, f"{db}.{ident(name)}", versions, key_versions)
             if select is None:
-                skipped[topic] = "its value schemas are not all AVRO or all JSON"
+                skipped[topic] = "its value schemas are not all of one type (AVRO, JSON or PROTOBUF)"
                 continue
             spark.sql(
                 f"CREATE OR REPLACE VIEW {db}.{ident(view)} TBLPROPERTIES ({literal(_MARK)} = 'true') "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from contextvars import ContextVar
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
@@ -30,8 +29,6 @@ from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
 
-#: (principal, client host) of the request being served, for requests sent on to other brokers.
-CLIENT: ContextVar[tuple[Principal, str] | None] = ContextVar("topiclake_client", default=None)
 
 PRINCIPAL_KEY = "topiclake.principal"
 HOST_KEY = "topiclake.client_host"
@@ -52,6 +49,11 @@ class Access:
         self.security = security
         self.principal = principal
         self.host = host
+
+    @property
+    def enforced(self) -> bool:
+        """Whether ACLs apply to this request (auth on)."""
+        return self.security is not None and self.security.auth
 
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the principal may perform ``operation`` on the resource."""

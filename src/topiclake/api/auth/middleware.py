@@ -23,11 +23,12 @@ import anyio
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from topiclake.api.auth.access import CLIENT, HOST_KEY, PRINCIPAL_KEY, forbidden, security_of
+from topiclake.api.auth.access import HOST_KEY, PRINCIPAL_KEY, forbidden, security_of
 from topiclake.api.auth.route_acls import OPEN_PATHS, needs_for
 from topiclake.api.errors import confluent_body, is_native, native_body, status_for
 from topiclake.errors import BrokerClosed, TopiclakeError, Unauthorized
 from topiclake.security import ANONYMOUS, Principal, Security
+from topiclake.security.inter_broker import CLIENT
 from topiclake.security.inter_broker import HEADER as PRINCIPAL_HEADER
 
 logger = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ class AuthMiddleware:
                 return sec.tokens.verify(credentials.strip()), host
             return None
         tls = scope.get(TLS_PRINCIPAL_KEY)
+        if isinstance(tls, str):  # "User:CN=..." as text
+            tls = Principal.parse(tls) if ":" in tls else Principal("User", tls)
         if isinstance(tls, Principal):
             return tls, host
         return None

@@ -77,6 +77,8 @@ TABLE: list[tuple[str, re.Pattern[str], tuple[Need, ...]]] = [
     ("POST", _p("/v1/groups/{group}/offsets/reset"), (group(R.READ),)),  # + Read on each topic (route)
     ("GET", _p("/v1/groups/{group}/offsets"), (group(R.DESCRIBE),)),
     ("GET", _p("/v1/groups/{group}/lag"), (group(R.DESCRIBE),)),
+    ("GET", _p("/v1/groups/{group}/positions"), (group(R.DESCRIBE),)),
+    ("DELETE", _p("/v1/groups/{group}/instances/{i}"), (group(R.READ),)),  # LeaveGroup
     # -- REST Proxy v2 ----------------------------------------------------------------------------------
     ("GET", _p("/topics/{topic}"), (topic(R.DESCRIBE), topic(R.DESCRIBE_CONFIGS))),
     ("GET", _p("/topics/{topic}/partitions"), (topic(R.DESCRIBE),)),
@@ -104,6 +106,11 @@ TABLE: list[tuple[str, re.Pattern[str], tuple[Need, ...]]] = [
     ("GET", re.compile(rf"^{_V3}/topics/(?P<topic>[^/]+)/partitions(/.*)?$"), (topic(R.DESCRIBE),)),
     ("POST", re.compile(rf"^{_V3}/topics/(?P<topic>[^/]+)/records(:batch)?/?$"), (topic(R.WRITE),)),
     ("GET", re.compile(rf"^{_V3}/consumer-groups/(?P<group>[^/]+)(/.*)?$"), (group(R.DESCRIBE),)),
+    (
+        "DELETE",
+        re.compile(rf"^{_V3}/consumer-groups/(?P<group>[^/]+)/(consumers|instances)/[^/]+/?$"),
+        (group(R.READ),),
+    ),
     ("GET", _p(_V3 + "/acls"), (cluster(R.DESCRIBE),)),
     ("POST", _p(_V3 + "/acls"), (cluster(R.ALTER),)),
     ("POST", _p(_V3 + "/acls:batch"), (cluster(R.ALTER),)),

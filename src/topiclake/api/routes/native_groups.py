@@ -7,6 +7,7 @@ FastAPI runs them in its threadpool, so blocking Delta commits never run on the 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from topiclake.api.auth import AccessDep
 from topiclake.api.errors import HTTPError
+from topiclake.errors import GroupNotFound
 from topiclake.platform.group_coordinator import (
     GroupCoordinator,
     GroupDescription,
@@ -309,8 +311,9 @@ def reset(group: str, body: ResetBody, groups: GroupsDep, access: AccessDep) -> 
         access.require_topics(Operation.READ, (p.topic for p in body.partitions))
     elif body.topics is not None:
         access.require_topics(Operation.READ, body.topics)
-    else:  # every topic the group committed for (Kafka's AlterConsumerGroupOffsets: Read on each)
-        access.require_topics(Operation.READ, (tp[0] for tp in groups.committed(group, None)))
+    elif access.enforced:  # every topic the group committed for (AlterConsumerGroupOffsets: Read on each)
+        with contextlib.suppress(GroupNotFound):  # reset_offsets answers it, after checking the request
+            access.require_topics(Operation.READ, (tp[0] for tp in groups.committed(group, None)))
     plan = groups.reset_offsets(
         group,
         body.to,

@@ -259,7 +259,13 @@ def _answer(records: Sequence[Record], results: Sequence[RecordResult]) -> _Answ
         err = res.error
         if err is None:
             offsets.append(
-                {"partition": res.partition, "offset": res.offset, "error_code": None, "error": None}
+                {
+                    "partition": res.partition,
+                    "offset": res.offset,
+                    "timestamp": res.timestamp_ms,  # ms as stored (CreateTime or LogAppendTime); an addition
+                    "error_code": None,
+                    "error": None,
+                }
             )
             written += 1
             nbytes += len(rec.key or b"") + len(rec.value or b"")

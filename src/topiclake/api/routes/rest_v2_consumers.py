@@ -507,6 +507,10 @@ async def read_records(request: Request, group: str, instance: str, manager: Man
         None if timeout is None or timeout < 0 else timeout,
         None if max_bytes is None or max_bytes <= 0 else max_bytes,
     )
+    read = {t for b in batches if b.num_rows for t in b.column("topic").unique().to_pylist()}
+    if not all(access.allowed(Operation.READ, ResourceType.TOPIC, t) for t in read):
+        # the assignment moved (a pattern matched a new topic) during the poll: return none of it
+        raise Forbidden(f"{access.principal} is not authorized to Read every topic this consumer is assigned")
     body = _records_body(batches, fmt, request.app.state.schema_registry)
     return _json(body, media=media or (BINARY_V2 if fmt == "binary" else _FORMAT_MEDIA.get(fmt, JSON_V2)))
 
