@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 #: examples per operation and generation mode (positive, negative): the budget of the whole test
 EXAMPLES = 10
 #: stateful scenarios and steps per scenario
-SCENARIOS, STEPS = 25, 8
+SCENARIOS, STEPS = 60, 10
 
 _SETTINGS: dict[str, Any] = {
     "derandomize": True,
@@ -141,4 +141,5 @@ def test_stateful_links_reach_the_deep_routes(fuzz_gateway: tuple[Gateway, Path]
     )
     assert not checker.problems, "\n".join(checker.problems[:30])
     deep = {op for op in checker.operations if "/instances/{instance}" in op or "/members/{member}" in op}
-    assert deep, sorted(checker.operations)
+    logger.warning("stateful reached %s", sorted(deep))
+    assert len(deep) >= 5, sorted(checker.operations)

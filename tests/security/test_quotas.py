@@ -17,7 +17,7 @@ from gateway_harness import Gateway, start_gateway, stop_gateway, table_rows
 
 from topiclake.security.quotas import QuotaKind, QuotaLimits, Quotas, quotas_from_settings
 
-USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
+USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw", "dave": "dave-pw"}
 
 
 class Clock:
@@ -72,6 +72,7 @@ def quota_gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
             "quota_overrides": {
                 "User:alice": {"produce_bytes_per_s": 3000},
                 "User:carol": {"request_rate": 4},
+                "User:dave": {"fetch_bytes_per_s": 4000},
             },
         },
     )
@@ -131,3 +132,21 @@ def test_request_rate_quota_refuses_before_routing_and_spares_the_probes(quota_g
         assert carol.get("/healthz").status_code == 200
         with _client(quota_gw, "bob") as bob:
             assert bob.get("/v1/topics").status_code == 200
+
+
+def test_fetch_quota_counts_the_answers_bytes(quota_gw: Gateway) -> None:
+    with _client(quota_gw, "dave") as dave:
+        assert dave.post("/v1/topics", json={"name": "quota-reads"}).status_code == 201
+        records = [{"value": "z" * 500} for _ in range(6)]  # ~3 KB an answer against 4000 B/s
+        assert dave.post("/v1/topics/quota-reads/records", json={"records": records}).status_code == 200
+        statuses = []
+        for _ in range(6):
+            r = dave.get("/v1/topics/quota-reads/partitions/0/records", params={"offset": 0})
+            statuses.append(r.status_code)
+            if r.status_code == 429:
+                assert int(r.headers["retry-after"]) >= 1
+                break
+        assert statuses[0] == 200 and statuses[-1] == 429, statuses
+        # producing is another kind: dave is not throttled for it
+        produced = dave.post("/v1/topics/quota-reads/records", json={"records": [{"value": 1}]})
+        assert produced.status_code == 200
