@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 
 from gateway_harness import Gateway, start_gateway, stop_gateway, table_rows
 
+from topiclake.errors import InvalidConfig
 from topiclake.security.quotas import QuotaKind, QuotaLimits, Quotas, quotas_from_settings
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw", "dave": "dave-pw"}
@@ -51,7 +52,7 @@ def test_overrides_keep_the_defaults_they_omit() -> None:
     assert quotas.limits("User:alice") == QuotaLimits(10, 500, 0)
     assert quotas.limits("User:bob") == QuotaLimits(0, 500, 0)
     assert not Quotas().enabled
-    with pytest.raises(ValueError, match="unknown quota"):
+    with pytest.raises(InvalidConfig, match="unknown quota"):
         quotas_from_settings(0, 0, 0, {"User:x": {"bytes": 1}})
 
 

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from topiclake.errors import InvalidConfig
+
 __all__ = ["QuotaKind", "QuotaLimits", "Quotas", "quotas_from_settings"]
 
 
@@ -160,7 +162,13 @@ def quotas_from_settings(
     """Quotas from the gateway's settings (``quota_*``, ``quota_overrides``).
 
     Raises:
-        ValueError: An override names an unknown quota or a negative limit.
+        InvalidConfig: An override names an unknown quota or a negative limit.
     """
     default = QuotaLimits(float(produce_bytes_per_s), float(fetch_bytes_per_s), float(request_rate))
-    return Quotas(default, {p: QuotaLimits.parse(raw, default) for p, raw in overrides.items()})
+    parsed = {}
+    for principal, raw in overrides.items():
+        try:
+            parsed[principal] = QuotaLimits.parse(raw, default)
+        except (ValueError, TypeError) as exc:
+            raise InvalidConfig(f"quota_overrides[{principal!r}]: {exc}", principal=principal) from None
+    return Quotas(default, parsed)
