@@ -60,6 +60,26 @@ class GatewaySettings(BaseSettings):
     kafka_advertised_port: int | None = Field(
         None, ge=1, le=65535, description="Port Kafka clients are told to use (default: kafka_port)."
     )
+    tls_cert: str | None = Field(
+        None, description="PEM certificate (chain) file: HTTP and Kafka listeners speak TLS."
+    )
+    tls_key: str | None = Field(None, description="PEM private key file of tls_cert.")
+    tls_ca: str | None = Field(
+        None,
+        description="PEM CA file: client certificates signed by it are REQUIRED (mTLS); their subject is "
+        "the principal. Brokers also verify each other with it.",
+    )
+    tls_principal_mapping_rules: str = Field(
+        "DEFAULT",
+        description="Kafka's ssl.principal.mapping.rules for client certificates: DEFAULT (the whole DN) "
+        "and/or RULE:pattern/replacement/[L|U], comma-separated, first match wins.",
+    )
+    kafka_sasl_mechanisms: str | None = Field(
+        None,
+        description="Comma-separated SASL mechanisms of the Kafka listener when auth is on (default "
+        "SCRAM-SHA-256,SCRAM-SHA-512 and, with TLS, PLAIN; listing PLAIN without TLS allows it over plain "
+        "text, as a SASL_PLAINTEXT listener in Kafka).",
+    )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     cluster: bool = Field(
         True,
@@ -116,6 +136,23 @@ class GatewaySettings(BaseSettings):
         from topiclake.settings_rules import gateway_problems
 
         problems = gateway_problems(self)
+        if bool(self.tls_cert) != bool(self.tls_key):
+            problems.append("tls_cert and tls_key go together: give both (or neither)")
+        if self.tls_ca and not self.tls_cert:
+            problems.append("tls_ca (client certificates required) needs tls_cert and tls_key")
+        known = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+        unknown = [
+            m for m in (self.kafka_sasl_mechanisms or "").upper().split(",") if m.strip() not in ("", *known)
+        ]
+        if unknown:
+            problems.append(f"kafka_sasl_mechanisms: unknown {unknown}; choose from {', '.join(known)}")
+        if self.tls_principal_mapping_rules.strip() != "DEFAULT":
+            from topiclake.security.tls import PrincipalMapper
+
+            try:
+                PrincipalMapper(self.tls_principal_mapping_rules)
+            except ValueError as exc:
+                problems.append(str(exc))
         if problems:
             raise ValueError("; ".join(problems))
         return self

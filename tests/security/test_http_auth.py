@@ -305,3 +305,15 @@ def test_v2_consumer_needs_read_on_its_topics(sg: SecureGateway) -> None:
     accept = {"accept": "application/vnd.kafka.binary.v2+json"}
     assert alice.get(f"{base}/records", params={"timeout": 0}, headers=accept).status_code == 200
     assert alice.delete(base, headers=h).status_code == 204
+
+
+def test_cross_origin_posts_are_refused(sg: SecureGateway) -> None:
+    sg.allow("User:alice", Operation.WRITE, T, "orders")
+    alice = sg.client("alice")
+    body = {"records": [{"value": "x"}]}
+    evil = alice.post("/v1/topics/orders/records", json=body, headers={"origin": "https://evil.example"})
+    assert evil.status_code == 403
+    host = sg.gw.url.removeprefix("http://")
+    same = alice.post("/v1/topics/orders/records", json=body, headers={"origin": f"http://{host}"})
+    assert same.status_code == 200
+    assert alice.get("/v1/topics/orders", headers={"origin": "https://evil.example"}).status_code == 200

@@ -32,6 +32,7 @@ from topiclake.api.routes import (
     rest_v3_acls,
     rest_v3_groups,
 )
+from topiclake.api.tls import broker_client_context, listener_context, principal_mapper
 from topiclake.errors import TopiclakeError
 from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
@@ -81,7 +82,7 @@ def create_app(
                 metrics.object_store, options = counting_endpoint(options)
             storage = Storage(settings.warehouse, options, fsync=settings.broker.fsync)
             if settings.cluster:
-                forwarder = HttpForwarder(settings.broker.broker_id)
+                forwarder = HttpForwarder(settings.broker.broker_id, tls=broker_client_context(settings))
             app.state.broker = Broker(storage, settings.broker, forwarder=forwarder)
         else:
             app.state.broker = broker
@@ -121,6 +122,10 @@ def create_app(
                 settings.kafka_advertised_host or settings.advertised_host,
                 settings.kafka_advertised_port,
                 settings.max_request_bytes,
+                tls=listener_context(settings),
+                principal_mapper=principal_mapper(settings),
+                security=app.state.security,
+                sasl_mechanisms=settings.kafka_sasl_mechanisms,
                 quotas=app.state.quotas,
             )
             try:
@@ -169,7 +174,7 @@ def create_app(
     )
     app.add_middleware(QuotaLimit, quotas=app.state.quotas)  # inside auth: knows the principal (quotas.md)
     app.add_middleware(RequestCounter, metrics=metrics)
-    app.add_middleware(ClusterRouting)
+    app.add_middleware(ClusterRouting, tls=broker_client_context(settings))
     app.add_middleware(AuthMiddleware)  # outermost: nothing is routed, counted or forwarded unauthenticated
     for module in (
         health,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
+import ssl
 from typing import Any
 
 import httpx
@@ -69,17 +70,23 @@ class HttpForwarder:
 
     Args:
         broker_id: This broker's id, sent in the forwarded-by header.
+        tls: With TLS on: how to verify the other brokers (and present this one's certificate); the
+            forwarder then speaks https.
     """
 
-    def __init__(self, broker_id: int, signer: BrokerSigner | None = None) -> None:
+    def __init__(
+        self, broker_id: int, signer: BrokerSigner | None = None, tls: ssl.SSLContext | None = None
+    ) -> None:
         #: Signs the client's principal on each forwarded request (auth on): the leader checks the ACLs
         #: for the client, not for this broker (topiclake.security.inter_broker).
         self.signer = signer
         self._headers = {FORWARDED_HEADER: str(broker_id)}
+        self._scheme = "http" if tls is None else "https"
         self._client = httpx.Client(
             timeout=httpx.Timeout(35.0, connect=2.0),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
             headers=self._headers,
+            verify=tls if tls is not None else True,
         )
 
     def close(self) -> None:
@@ -87,7 +94,7 @@ class HttpForwarder:
         self._client.close()
 
     def _send(self, target: BrokerEndpoint, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        url = f"http://{target.host}:{target.port}{path}"
+        url = f"{self._scheme}://{target.host}:{target.port}{path}"
         client = CLIENT.get()
         if self.signer is not None and client is not None:
             signed = {PRINCIPAL_HEADER: self.signer.sign(client[0], client[1], method, path)}
@@ -228,9 +235,11 @@ GROUP_PROXY_HEADER = "x-topiclake-group-proxied-by"
 class ClusterRouting:
     """ASGI middleware: marks forwarded requests, and proxies group requests to the group's coordinator."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, tls: ssl.SSLContext | None = None) -> None:
         self.app = app
         self._client: httpx.AsyncClient | None = None
+        self._tls = tls
+        self._scheme = "http" if tls is None else "https"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -267,7 +276,9 @@ class ClusterRouting:
 
     async def _proxy(self, scope: Scope, receive: Receive, send: Send, target: BrokerEndpoint) -> None:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(90.0, connect=2.0))
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(90.0, connect=2.0), verify=self._tls if self._tls is not None else True
+            )
         body = b""
         while True:
             message: Message = await receive()
@@ -286,7 +297,7 @@ class ClusterRouting:
             signed = sec.signer.sign(scope[PRINCIPAL_KEY], scope[HOST_KEY], scope["method"], scope["path"])
             headers.append((PRINCIPAL_HEADER, signed))
         query = scope.get("query_string", b"").decode()
-        url = f"http://{target.host}:{target.port}{scope['path']}" + (f"?{query}" if query else "")
+        url = f"{self._scheme}://{target.host}:{target.port}{scope['path']}" + (f"?{query}" if query else "")
         try:
             response = await self._client.request(scope["method"], url, headers=headers, content=body)
         except httpx.HTTPError as exc:

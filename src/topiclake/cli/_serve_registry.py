@@ -16,6 +16,7 @@ import uvicorn
 
 from topiclake.api import create_app
 from topiclake.api.auth import AuthMiddleware
+from topiclake.api.tls import scheme, uvicorn_tls_options
 from topiclake.errors import InvalidConfig
 from topiclake.platform import Storage
 from topiclake.schema_registry import SchemaRegistry
@@ -65,13 +66,25 @@ def serve_with_registry(settings: GatewaySettings) -> None:
         route_checks=False,
         required=settings.auth,
     )
-    logger.info("schema registry on http://%s:%d", settings.host, settings.schema_registry_port)
+    logger.info(
+        "schema registry on %s://%s:%d", scheme(settings), settings.host, settings.schema_registry_port
+    )
     gateway = uvicorn.Server(
-        uvicorn.Config(gateway_app, host=settings.host, port=settings.port, log_level=settings.log_level)
+        uvicorn.Config(
+            gateway_app,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            **uvicorn_tls_options(settings),
+        )
     )
     other = _QuietServer(
         uvicorn.Config(
-            registry_app, host=settings.host, port=settings.schema_registry_port, log_level=settings.log_level
+            registry_app,
+            host=settings.host,
+            port=settings.schema_registry_port,
+            log_level=settings.log_level,
+            **uvicorn_tls_options(settings),
         )
     )
     try:

@@ -59,6 +59,34 @@ def serve(
         str | None,
         typer.Option(help="debug, info, warning or error (default info).", envvar="TOPICLAKE_LOG_LEVEL"),
     ] = None,
+    tls_cert: Annotated[
+        str | None,
+        typer.Option(help="PEM certificate: the listeners speak TLS.", envvar="TOPICLAKE_TLS_CERT"),
+    ] = None,
+    tls_key: Annotated[
+        str | None, typer.Option(help="PEM private key of --tls-cert.", envvar="TOPICLAKE_TLS_KEY")
+    ] = None,
+    tls_ca: Annotated[
+        str | None,
+        typer.Option(
+            help="PEM CA: client certificates signed by it are required (mTLS).", envvar="TOPICLAKE_TLS_CA"
+        ),
+    ] = None,
+    tls_principal_mapping_rules: Annotated[
+        str | None,
+        typer.Option(
+            help="Kafka's ssl.principal.mapping.rules for client certificates (default: the whole DN).",
+            envvar="TOPICLAKE_TLS_PRINCIPAL_MAPPING_RULES",
+        ),
+    ] = None,
+    kafka_sasl_mechanisms: Annotated[
+        str | None,
+        typer.Option(
+            help="SASL mechanisms of the Kafka listener with --auth (default SCRAM-SHA-256,SCRAM-SHA-512, "
+            "and PLAIN with TLS).",
+            envvar="TOPICLAKE_KAFKA_SASL_MECHANISMS",
+        ),
+    ] = None,
     advertised_host: Annotated[
         str | None,
         typer.Option(
@@ -123,6 +151,7 @@ def serve(
     import uvicorn
 
     from topiclake.api import create_app
+    from topiclake.api.tls import scheme, uvicorn_tls_options
     from topiclake.settings import GatewaySettings
 
     overrides: dict[str, object] = {
@@ -138,6 +167,11 @@ def serve(
             "kafka_port": kafka_port,
             "kafka_advertised_host": kafka_advertised_host,
             "kafka_advertised_port": kafka_advertised_port,
+            "tls_cert": tls_cert,
+            "tls_key": tls_key,
+            "tls_ca": tls_ca,
+            "tls_principal_mapping_rules": tls_principal_mapping_rules,
+            "kafka_sasl_mechanisms": kafka_sasl_mechanisms,
             "quota_produce_bytes_per_s": quota_produce_bytes_per_s,
             "quota_fetch_bytes_per_s": quota_fetch_bytes_per_s,
             "quota_request_rate": quota_request_rate,
@@ -164,8 +198,9 @@ def serve(
     configure_logging(settings.log_level)
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid> prints every thread's stack to stderr
     logging.getLogger(__name__).info(
-        "serving warehouse %s on http://%s:%d (docs at /docs)",
+        "serving warehouse %s on %s://%s:%d (docs at /docs)",
         settings.warehouse,
+        scheme(settings),
         settings.host,
         settings.port,
     )
@@ -183,7 +218,13 @@ def serve(
         return
     gateway = create_app(settings)
     try:
-        uvicorn.run(gateway, host=settings.host, port=settings.port, log_level=settings.log_level)
+        uvicorn.run(
+            gateway,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            **uvicorn_tls_options(settings),
+        )
     except SystemExit:
         error = getattr(gateway.state, "startup_error", None)
         if error is not None:  # e.g. BrokerIdInUse: exit 1 with its message, like every other command

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -20,6 +21,23 @@ if TYPE_CHECKING:
     from topiclake.client.cluster import ClusterRouter
 
 
+def _tls(verify: ssl.SSLContext | str | bool, cert: str | tuple[str, str] | None) -> ssl.SSLContext | bool:
+    """httpx's ``verify`` for the client's TLS options (a client certificate needs an SSL context)."""
+    if isinstance(verify, str):
+        verify = ssl.create_default_context(cafile=verify)
+    if cert is None:
+        return verify
+    if not isinstance(verify, ssl.SSLContext):
+        checked = verify
+        verify = ssl.create_default_context()
+        if not checked:
+            verify.check_hostname = False
+            verify.verify_mode = ssl.CERT_NONE
+    certfile, keyfile = (cert, None) if isinstance(cert, str) else cert
+    verify.load_cert_chain(certfile, keyfile)
+    return verify
+
+
 class ClientBase:
     """Connection pool, requests and errors, and the admin calls of the native API.
 
@@ -28,6 +46,10 @@ class ClientBase:
         timeout: Seconds to wait for an answer (a long-poll fetch adds its ``wait_ms``).
         headers: Extra headers sent with every request (e.g. ``Authorization``).
         transport: An httpx transport (tests).
+        verify: How to verify an ``https`` gateway: True (the system's trust store), a CA bundle file,
+            an ``ssl.SSLContext``, or False (no verification; never in production).
+        cert: A client certificate for mTLS: a PEM file holding certificate and key, or a
+            ``(cert_file, key_file)`` pair.
     """
 
     #: Set by a client that bootstraps from a cluster: routes requests to brokers and leaders.
@@ -42,11 +64,17 @@ class ClientBase:
         *,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        verify: ssl.SSLContext | str | bool = True,
+        cert: str | tuple[str, str] | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self._http = httpx.Client(
-            base_url=self.url, timeout=timeout, headers=dict(headers or {}), transport=transport
+            base_url=self.url,
+            timeout=timeout,
+            headers=dict(headers or {}),
+            transport=transport,
+            verify=_tls(verify, cert),
         )
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping, Sequence
 
 import httpx
@@ -36,6 +37,8 @@ class TopiclakeClient(RecordsMixin, GroupsMixin):
             ``delivery.timeout.ms``) when bootstrapping.
         retry_backoff: First pause between retries, seconds (doubling up to ``retry_backoff_max``).
         retry_backoff_max: Longest pause between retries, seconds.
+        verify: How to verify an ``https`` gateway (True, a CA bundle file, an ``ssl.SSLContext``, False).
+        cert: A client certificate for mTLS (a PEM file, or a ``(cert_file, key_file)`` pair).
 
     The client is thread-safe (one httpx connection pool) and a context manager.
     """
@@ -52,9 +55,18 @@ class TopiclakeClient(RecordsMixin, GroupsMixin):
         delivery_timeout: float = DEFAULT_DELIVERY_TIMEOUT,
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
+        verify: ssl.SSLContext | str | bool = True,
+        cert: str | tuple[str, str] | None = None,
     ) -> None:
         bootstrap = parse_bootstrap_servers(bootstrap_servers) if bootstrap_servers is not None else None
-        super().__init__(bootstrap[0] if bootstrap else url, timeout, headers=headers, transport=transport)
+        super().__init__(
+            bootstrap[0] if bootstrap else url,
+            timeout,
+            headers=headers,
+            transport=transport,
+            verify=verify,
+            cert=cert,
+        )
         self.idempotent = idempotent
         if bootstrap is not None:
             self._router = ClusterRouter(

@@ -40,7 +40,7 @@ def _leader_link(broker: Broker, request: Request, exc: NotLeader) -> str | None
     if leader is None:
         return None
     query = f"?{request.url.query}" if request.url.query else ""
-    return f"http://{leader.host}:{leader.port}{request.url.path}{query}"
+    return f"{request.url.scheme}://{leader.host}:{leader.port}{request.url.path}{query}"
 
 
 def _positions(text: str) -> dict[int, int]:

@@ -71,8 +71,27 @@ def parse_request(frame: bytes) -> Request:
         body, _m = read_body(frame, n)
     except Exception as exc:
         raise FrameError(f"api key {api_key} v{version}: malformed request: {exc}") from exc
+    missing = _null_field(body)
+    if missing is not None:  # kio reads a null array or string even where the schema forbids one
+        raise FrameError(f"api key {api_key} v{version}: malformed request: {missing} is null")
     # Trailing bytes are ignored, as Kafka's own parser does (librdkafka's Metadata v12 carries 3).
     return Request(api_key, version, correlation_id, header.client_id, body)
+
+
+def _null_field(entity: Any) -> str | None:
+    """The name of a non-nullable field of a parsed entity (or of its nested entities) that is None."""
+    kind: type = type(entity)
+    for f in _fields(kind):
+        value = getattr(entity, f.name)
+        if value is None:
+            if not f.optional:
+                return f.name
+        elif f.nested is not None:
+            for item in value if f.is_tuple else (value,):
+                found = _null_field(item)
+                if found is not None:
+                    return f"{f.name}.{found}"
+    return None
 
 
 def has_schema(api_key: int, version: int) -> bool:

@@ -13,24 +13,35 @@ import dataclasses
 import errno
 import logging
 import socket
+import ssl
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from topiclake.errors import TopiclakeError
-from topiclake.kafka import codec, quota
+from topiclake.kafka import codec, quota, sasl
 from topiclake.kafka import errors as kerr
+from topiclake.kafka.authz import guarded
 from topiclake.kafka.classic_groups import ClassicGroups
 from topiclake.kafka.context import ConnectionState, Context
 from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_response
-from topiclake.kafka.versions import API_VERSIONS, supported
+from topiclake.kafka.versions import API_VERSIONS, BEFORE_AUTHENTICATION, supported
 from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
+from topiclake.security import ANONYMOUS, Security
 from topiclake.security.quotas import Quotas
+from topiclake.security.tls import PrincipalMapper, peer_principal
 
 logger = logging.getLogger(__name__)
 
 _CLOSE: Final = object()
 _PIPELINE: Final = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class _Last:
+    """An answer after which the connection is closed (a failed SASL exchange)."""
+
+    data: bytes
 
 
 class KafkaListenerError(TopiclakeError):
@@ -50,6 +61,12 @@ class KafkaListener:
             ``host`` is a wildcard address).
         advertised_port: Port clients are told to use (default ``port``).
         max_request_bytes: Largest request frame (Kafka's ``socket.request.max.bytes``).
+        tls: A server SSL context: the listener speaks TLS (Kafka's SSL / SASL_SSL); one that requires
+            client certificates makes the certificate's subject the connection's principal.
+        security: Authentication and ACLs (default: open). With auth on, a connection must authenticate
+            with SASL (or bring a TLS client certificate) before anything but ApiVersions and SASL.
+        principal_mapper: How a client certificate's DN becomes its principal (default: the whole DN).
+        sasl_mechanisms: Comma-separated SASL mechanisms to offer (:func:`topiclake.kafka.sasl.mechanisms`).
         quotas: Client quotas per principal (shared with HTTP; kafka/quota.py), none by default.
     """
 
@@ -61,6 +78,11 @@ class KafkaListener:
         advertised_host: str | None = None,
         advertised_port: int | None = None,
         max_request_bytes: int = 100 * 1024 * 1024,
+        *,
+        tls: ssl.SSLContext | None = None,
+        security: Security | None = None,
+        sasl_mechanisms: str | None = None,
+        principal_mapper: PrincipalMapper | None = None,
         quotas: Quotas | None = None,
     ) -> None:
         self.broker = broker
@@ -68,6 +90,8 @@ class KafkaListener:
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
+        self.tls = tls
+        self.principal_mapper = principal_mapper or PrincipalMapper()
         if advertised_host is None and host in ("0.0.0.0", "::", ""):
             advertised_host = socket.getfqdn()  # a wildcard bind is no address a client can use
         self.context = Context(
@@ -76,6 +100,10 @@ class KafkaListener:
             advertised_port or port,
             ThreadPoolExecutor(max_workers=64, thread_name_prefix="kafka"),
             ThreadPoolExecutor(max_workers=64, thread_name_prefix="kafka-poll"),
+        )
+        self.context.security = security or Security.open()
+        self.context.sasl_mechanisms = sasl.mechanisms(
+            self.context.security, tls is not None, sasl_mechanisms
         )
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -89,7 +117,13 @@ class KafkaListener:
             KafkaListenerError: The port is in use or cannot be bound.
         """
         try:
-            self._server = await asyncio.start_server(self._connection, self.host, self.port)
+            self._server = await asyncio.start_server(
+                self._connection,
+                self.host,
+                self.port,
+                ssl=self.tls,
+                ssl_handshake_timeout=10 if self.tls else None,
+            )
         except OSError as exc:
             why = "is already in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc})"
             raise KafkaListenerError(
@@ -102,12 +136,14 @@ class KafkaListener:
         self.broker.groups.foreign_groups = self.groups.active
         self.broker.advertise(Endpoint("kafka", self.context.host, self.context.port))
         logger.info(
-            "kafka listener of broker %d on %s:%d (advertised %s:%d)",
+            "kafka listener of broker %d on %s:%d (advertised %s:%d, %s%s)",
             self.broker.config.broker_id,
             self.host,
             self.port,
             self.context.host,
             self.context.port,
+            "SASL_" if self.context.security.auth else "",
+            "SSL" if self.tls else "PLAINTEXT",
         )
 
     async def close(self) -> None:
@@ -134,7 +170,13 @@ class KafkaListener:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         pending: asyncio.Queue[asyncio.Task[object] | None] = asyncio.Queue(maxsize=_PIPELINE)
-        state = ConnectionState()
+        tls_principal = peer_principal(writer.get_extra_info("ssl_object"), self.principal_mapper)
+        state = ConnectionState(
+            tls_principal=tls_principal,
+            host=str(peer[0]) if isinstance(peer, tuple) and peer else "",
+            principal=tls_principal or ANONYMOUS,
+            authenticated=not self.context.security.auth or tls_principal is not None,
+        )
         responder = asyncio.create_task(self._respond(pending, writer, peer))
         try:
             while not responder.done():
@@ -145,7 +187,7 @@ class KafkaListener:
                     break
                 frame = await reader.readexactly(size)
                 await pending.put(asyncio.create_task(self._dispatch(frame, peer, state)))
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
         except asyncio.CancelledError:
             responder.cancel()
@@ -170,6 +212,9 @@ class KafkaListener:
             if out is _CLOSE:
                 writer.transport.abort()
                 return
+            last = isinstance(out, _Last)
+            if isinstance(out, _Last):
+                out = out.data
             if isinstance(out, bytes):
                 try:
                     writer.write(out)
@@ -177,14 +222,27 @@ class KafkaListener:
                 except ConnectionError:
                     logger.info("kafka %s: client went away", peer)
                     return
+            if last:
+                writer.close()
+                return
 
     async def _dispatch(self, frame: bytes, peer: object, state: ConnectionState) -> object:
+        try:
+            return await self._answer(frame, peer, state)
+        except Exception:  # a bug, not the client's: logged loudly, and only this connection ends
+            logger.exception("kafka %s: unhandled error on a request; closing the connection", peer)
+            return _CLOSE
+
+    async def _answer(self, frame: bytes, peer: object, state: ConnectionState) -> object:
         try:
             api_key, version, correlation_id = codec.peek_header(frame)
         except codec.FrameError:
             return _CLOSE
         if api_key == API_VERSIONS and not supported(api_key, version):
             return codec.encode_response(API_VERSIONS, 0, correlation_id, api_versions_fallback())
+        if not state.authenticated and api_key not in BEFORE_AUTHENTICATION:
+            logger.info("kafka %s: api key %d before authentication; closing", peer, api_key)
+            return _CLOSE
         handler = HANDLERS.get(api_key)
         if handler is None or not supported(api_key, version):
             logger.info("kafka %s: api key %d v%d is not supported", peer, api_key, version)
@@ -199,7 +257,7 @@ class KafkaListener:
             logger.warning("kafka %s: %s; closing", peer, exc)
             return _CLOSE
         try:
-            data = await handler(self.context, request)
+            data = await guarded(self.context, request, handler)
         except Exception as exc:
             code = kerr.code_for(exc)
             logger.warning("kafka %s: api key %d v%d failed: %s", peer, api_key, version, exc)
@@ -207,10 +265,10 @@ class KafkaListener:
         if data is None:
             return None
         try:
-            out = codec.encode_response(api_key, version, correlation_id, data)
+            encoded = codec.encode_response(api_key, version, correlation_id, data)
             if self.quotas is not None and self.quotas.enabled:
-                out = await quota.throttled(self.quotas, state, peer, frame, data, out)
-            return out
+                encoded = await quota.throttled(self.quotas, state, peer, frame, data, encoded)
+            return _Last(encoded) if state.close_after_answer else encoded
         except Exception:
             logger.exception("kafka %s: cannot encode api key %d v%d answer; closing", peer, api_key, version)
             return _CLOSE

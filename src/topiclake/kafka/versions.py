@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import Final
 
 API_VERSIONS: Final = 18
+SASL_HANDSHAKE: Final = 17
+SASL_AUTHENTICATE: Final = 36
+#: What a connection may send before it authenticated (with auth on); anything else closes it.
+BEFORE_AUTHENTICATION: Final = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 #: api key -> (min version, max version). Every range is one that kio parses and every client in
 #: docs/kafka-protocol.md was tested with. Fetch and FindCoordinator switch librdkafka's RecordBatch v2 and
@@ -23,12 +27,17 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 4),  # ListGroups
+    17: (1, 1),  # SaslHandshake (v1: SaslAuthenticate frames; the unframed v0 flow is not offered)
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     22: (0, 4),  # InitProducerId
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs

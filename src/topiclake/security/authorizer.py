@@ -69,6 +69,8 @@ class Authorizer:
         self._table = AclTable(storage) if storage is not None else None
         self._lock = threading.Lock()
         self._bindings: tuple[AclBinding, ...] = ()
+        #: (principal, resource type) -> bindings: a check looks at its principal's and User:*'s only
+        self._index: dict[tuple[str, ResourceType], tuple[AclBinding, ...]] = {}
         self._version = -2  # never loaded
         self._checked = 0.0
         self._stop = threading.Event()
@@ -87,10 +89,12 @@ class Authorizer:
             return True
         allowed = False
         implied = _IMPLIED_BY.get(operation, frozenset({operation}))
-        for b in self._current():
-            if b.principal not in (who, WILDCARD_PRINCIPAL) or b.host not in (WILDCARD, host):
-                continue
-            if not b.applies_to(resource_type, name):
+        self._current()
+        index = self._index
+        mine = index.get((who, resource_type), ())
+        everyone = index.get((WILDCARD_PRINCIPAL, resource_type), ())
+        for b in (*mine, *everyone):
+            if b.host not in (WILDCARD, host) or not b.applies_to(resource_type, name):
                 continue
             if b.permission == Permission.DENY:
                 if b.operation in (operation, Operation.ALL):
@@ -157,6 +161,10 @@ class Authorizer:
             if version == self._version:
                 return
             version, bindings = self._table.read()
+            index: dict[tuple[str, ResourceType], list[AclBinding]] = {}
+            for b in bindings:
+                index.setdefault((b.principal, b.resource_type), []).append(b)
+            self._index = {k: tuple(v) for k, v in index.items()}  # swapped whole: readers need no lock
             self._bindings, self._version = tuple(bindings), version
             logger.info("acls at version %d: %d bindings", version, len(bindings))
 

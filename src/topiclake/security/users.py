@@ -128,15 +128,27 @@ class UserStore:
         self._key = secrets.token_bytes(32)
         self._verified: dict[str, tuple[str, bytes]] = {}  # name -> (hash, hmac of the password)
 
+    def verified_before(self, name: str, password: str) -> bool:
+        """Whether this password was verified for the user and the user's hash has not changed since.
+
+        Cheap (a stat of the file and an HMAC, no bcrypt): callers on an event loop try this first and
+        run :meth:`verify_password` in a worker thread only when it answers False.
+        """
+        with self._lock:
+            stored = self._htpasswd.load().get(name)
+        seen = self._verified.get(name)
+        if stored is None or seen is None or seen[0] != stored:
+            return False
+        digest = hmac.new(self._key, password.encode("utf-8"), hashlib.sha256).digest()
+        return hmac.compare_digest(seen[1], digest)
+
     def verify_password(self, name: str, password: str) -> bool:
         """Whether ``password`` is the user's (False for unknown users, in about the same time)."""
+        if self.verified_before(name, password):
+            return True
         with self._lock:
             stored = self._htpasswd.load().get(name)
         digest = hmac.new(self._key, password.encode("utf-8"), hashlib.sha256).digest()
-        if stored is not None:
-            seen = self._verified.get(name)
-            if seen is not None and seen[0] == stored and hmac.compare_digest(seen[1], digest):
-                return True
         candidate = stored.encode("ascii", "replace") if stored is not None else _DUMMY_HASH
         try:
             ok = bcrypt.checkpw(password.encode("utf-8"), candidate)

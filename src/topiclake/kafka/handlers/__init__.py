@@ -11,9 +11,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from topiclake.kafka import errors as kerr
+from topiclake.kafka import sasl
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import Context
-from topiclake.kafka.handlers import admin, cluster, fetch, groups, produce
+from topiclake.kafka.handlers import acls, admin, cluster, fetch, groups, produce
 from topiclake.kafka.versions import SUPPORTED
 
 Handler = Callable[[Context, Request], Awaitable[dict[str, Any] | None]]
@@ -32,12 +33,17 @@ HANDLERS: dict[int, Handler] = {
     14: groups.sync_group,
     15: groups.describe_groups,
     16: groups.list_groups,
+    17: sasl.sasl_handshake,
     18: cluster.api_versions,
     19: cluster.create_topics,
     20: cluster.delete_topics,
     22: produce.init_producer_id,
+    29: acls.describe_acls,
+    30: acls.create_acls,
+    31: acls.delete_acls,
     32: admin.describe_configs,
     33: admin.alter_configs,
+    36: sasl.sasl_authenticate,
     37: admin.create_partitions,
     42: groups.delete_groups,
     44: admin.incremental_alter_configs,
