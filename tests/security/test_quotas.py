@@ -92,8 +92,8 @@ def test_over_its_produce_quota_a_principal_gets_429_and_keeps_what_was_acked(qu
         assert alice.post("/v1/topics", json={"name": "quota-orders"}).status_code == 201
         acknowledged: list[str] = []
         refused = None
-        for i in range(60):  # ~700 bytes a request against 3000 B/s: refused within a few requests
-            value = f"alice-{i}-" + "x" * 600
+        for i in range(30):  # ~2.5 KB a request against 3000 B/s: refused within a few requests
+            value = f"alice-{i}-" + "x" * 2_500
             r = alice.post("/v1/topics/quota-orders/records", json={"records": [{"value": value}]})
             if r.status_code == 429:
                 refused = r
@@ -101,7 +101,7 @@ def test_over_its_produce_quota_a_principal_gets_429_and_keeps_what_was_acked(qu
             assert r.status_code == 200, r.text
             acknowledged.append(value)
         assert refused is not None, "alice was never throttled"
-        assert 3 <= len(acknowledged) < 10
+        assert 1 <= len(acknowledged) < 10
         assert int(refused.headers["retry-after"]) >= 1
         assert refused.json()["error"]["code"] == "throttled"
         # the REST Proxy routes answer Confluent's shape while alice is in debt
@@ -128,8 +128,12 @@ def test_over_its_produce_quota_a_principal_gets_429_and_keeps_what_was_acked(qu
 
 def test_request_rate_quota_refuses_before_routing_and_spares_the_probes(quota_gw: Gateway) -> None:
     with _client(quota_gw, "carol") as carol:
-        statuses = [carol.get("/v1/topics").status_code for _ in range(12)]
-        assert 429 in statuses and statuses[0] == 200, statuses
+        statuses: list[int] = []
+        for _ in range(40):  # 4 requests/s: refused within a few quick requests
+            statuses.append(carol.get("/v1/topics").status_code)
+            if statuses[-1] == 429:
+                break
+        assert statuses[0] == 200 and statuses[-1] == 429, statuses
         assert carol.get("/healthz").status_code == 200
         with _client(quota_gw, "bob") as bob:
             assert bob.get("/v1/topics").status_code == 200
