@@ -93,6 +93,7 @@ PINNED: dict[str, list[str]] = {
         "prometheus_text",
     ],
     "topiclake.spark": ["register"],
+    "topiclake.sparkenv": ["get_spark"],
     "topiclake.schema_registry": [
         "LEVELS",
         "ParsedSchema",

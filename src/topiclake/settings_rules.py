@@ -9,20 +9,38 @@ benchmarks can provoke them; the deployable's settings (:class:`topiclake.settin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import ValidationError
 
 from topiclake.errors import InvalidSettings
-
-if TYPE_CHECKING:
-    from topiclake.settings import GatewaySettings
+from topiclake.platform.config import BrokerConfig
 
 #: Shortest Delta log window a serving broker accepts.
 MIN_LOG_RETENTION_MS = 1_000
 
 
-def gateway_problems(s: GatewaySettings) -> list[str]:
+class GatewayFields(Protocol):
+    """What the rules read of :class:`topiclake.settings.GatewaySettings` (a protocol, so that the settings,
+    which run the rules in a validator, and the rules do not import each other)."""
+
+    @property
+    def broker(self) -> BrokerConfig: ...
+    @property
+    def cluster(self) -> bool: ...
+    @property
+    def consumer_request_timeout_ms(self) -> int: ...
+    @property
+    def consumer_instance_timeout_ms(self) -> int: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def kafka_port(self) -> int: ...
+    @property
+    def schema_registry_port(self) -> int: ...
+
+
+def gateway_problems(s: GatewayFields) -> list[str]:
     """Every reason these settings would break a serving broker (empty: fine)."""
     b = s.broker
     out: list[str] = []

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
+from secure_harness import SecureGateway
 
-from conftest import SecureGateway
 from topiclake.security import Operation, PatternType, Permission, ResourceType
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER

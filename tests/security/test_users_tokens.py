@@ -140,3 +140,13 @@ def test_security_from_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.delenv(var)
     off = security_from_settings(GatewaySettings(warehouse=str(tmp_path)), None)
     assert not off.auth and off.users is None and off.tokens is None and not off.authorizer.enabled
+
+
+def test_unknown_users_are_checked_at_the_cost_of_the_files_hashes() -> None:
+    """An unknown name costs one bcrypt at the file's own cost, so answer times do not reveal names."""
+    from topiclake.security.users import _dummy_hash
+
+    apache_default = bcrypt.hashpw(b"pw", bcrypt.gensalt(5)).decode()
+    assert _dummy_hash({"alice": apache_default}).split(b"$")[2] == b"05"
+    ours = bcrypt.hashpw(b"pw", bcrypt.gensalt(10)).decode()
+    assert _dummy_hash({"bob": ours}).split(b"$")[2] == b"10"

@@ -22,7 +22,7 @@ from topiclake.errors import InvalidRequest, SqlError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: Settings of :func:`topiclake.jobs.session.spark_conf` that ``--print-conf`` leaves out: they belong to
+#: Settings of :func:`topiclake.sparkenv.session.spark_conf` that ``--print-conf`` leaves out: they belong to
 #: the process that starts Spark, not to the catalog a second process should share.
 _NOT_SHARED = ("spark.master", "spark.app.name", "spark.ui.")
 
@@ -285,7 +285,7 @@ def sql(
     `consumer_offsets` and the view `consumer_lag`; the catalog is refreshed at every start. Bad SQL
     exits 1 with Spark's message.
     """
-    from topiclake.jobs.session import local_warehouse, spark_conf
+    from topiclake.sparkenv.session import local_warehouse, spark_conf
 
     extra = pairs(conf, "--conf")
     local = local_warehouse(warehouse)
@@ -318,8 +318,8 @@ def _start(
     from pyspark.errors import PySparkException
     from rich.console import Console
 
-    from topiclake.jobs.session import get_spark
     from topiclake.spark.catalog import register_tables
+    from topiclake.sparkenv.session import get_spark
 
     if log_level is SparkLogLevel.off:
         # pyspark logs every analysis error once more, with the Java stack trace, as a JSON line on stderr

@@ -7,7 +7,7 @@
   (``spark.pyspark.python``), so deltalake, pyarrow and pandas come from the archive, never from the
   driver's venv;
 - code: the ``topiclake`` package as a zip in ``--py-files`` (rebuilt per submission, a few hundred kB);
-- Delta's jars from the local cache (:func:`topiclake.jobs.jars.jar_paths`) as ``--jars``;
+- Delta's jars from the local cache (:func:`topiclake.sparkenv.jars.jar_paths`) as ``--jars``;
 - the application file is a tiny generated launcher that imports ``MODULE`` and calls ``FUNCTION(args)``.
 
 spark-submit runs in a scratch directory holding ``environment`` (a link to the unpacked environment)
@@ -177,7 +177,7 @@ def submit(
         The finished spark-submit process; its return code is the job's exit code.
     """
     from topiclake.jobs.cluster import spark_home
-    from topiclake.jobs.jars import jar_paths
+    from topiclake.sparkenv.jars import jar_paths
 
     target = resolve_target(job)
     packed = env or build_env()
@@ -262,7 +262,7 @@ def probe(spark: Any, partitions: int = 2) -> list[dict[str, Any]]:
 
 def probe_main(argv: Sequence[str] | None = None) -> int:
     """``probe [--master URL] [--output FILE]``: write the executors' report as JSON (stdout by default)."""
-    from topiclake.jobs.session import MASTER_ENV, get_spark
+    from topiclake.sparkenv.session import MASTER_ENV, get_spark
 
     p = argparse.ArgumentParser(prog="probe")
     p.add_argument("--master", default=os.environ.get(MASTER_ENV))
@@ -288,7 +288,7 @@ def probe_main(argv: Sequence[str] | None = None) -> int:
 
 def _default_master() -> str | None:
     from topiclake.jobs.cluster import StandaloneCluster
-    from topiclake.jobs.session import MASTER_ENV
+    from topiclake.sparkenv.session import MASTER_ENV
 
     configured = os.environ.get(MASTER_ENV)
     if configured:

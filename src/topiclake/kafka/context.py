@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -65,9 +66,11 @@ class Context:
     sasl_mechanisms: tuple[str, ...] = ()
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking call on the listener's threads."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        """Run a blocking call on the listener's threads (in the caller's context: its ``CLIENT``)."""
+        ctx = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self.executor, ctx.run, fn, *args)
 
     async def run_poll(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking long poll on the listener's poll threads."""
-        return await asyncio.get_running_loop().run_in_executor(self.poll_executor, fn, *args)
+        """Run a blocking long poll on the listener's poll threads (in the caller's context)."""
+        ctx = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self.poll_executor, ctx.run, fn, *args)

@@ -28,6 +28,7 @@ from topiclake.kafka.versions import API_VERSIONS, BEFORE_AUTHENTICATION, suppor
 from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
 from topiclake.security import ANONYMOUS, Security
+from topiclake.security.inter_broker import CLIENT
 from topiclake.security.quotas import Quotas
 from topiclake.security.tls import PrincipalMapper, peer_principal
 
@@ -227,6 +228,8 @@ class KafkaListener:
                 return
 
     async def _dispatch(self, frame: bytes, peer: object, state: ConnectionState) -> object:
+        # the client's principal travels (signed) with any work the broker forwards to another broker
+        CLIENT.set((state.principal, state.host) if state.authenticated else None)
         try:
             return await self._answer(frame, peer, state)
         except Exception:  # a bug, not the client's: logged loudly, and only this connection ends

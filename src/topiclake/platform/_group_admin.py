@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from topiclake.errors import (
     GroupNotFound,
@@ -15,14 +14,12 @@ from topiclake.errors import (
 from topiclake.platform._group_state import PartitionLag, ResetPlanEntry
 from topiclake.platform.assignors import TopicPartition
 from topiclake.platform.offsets_store import CommittedOffset, OffsetsStore
-
-if TYPE_CHECKING:
-    from topiclake.platform.broker import Broker
+from topiclake.platform.topic_view import TopicView
 
 _RESETS = ("earliest", "latest", "offset", "timestamp", "shift")
 
 
-def _ends(broker: Broker, topic: str, partition: int) -> tuple[int, int]:
+def _ends(broker: TopicView, topic: str, partition: int) -> tuple[int, int]:
     start = broker.list_offsets(topic, partition, "earliest")
     end = broker.list_offsets(topic, partition, "latest")
     assert start is not None and end is not None
@@ -30,7 +27,7 @@ def _ends(broker: Broker, topic: str, partition: int) -> tuple[int, int]:
 
 
 def lag(
-    broker: Broker,
+    broker: TopicView,
     committed: Mapping[TopicPartition, CommittedOffset],
     owners: Mapping[TopicPartition, str],
     topic: str | None,
@@ -64,7 +61,7 @@ def lag(
 
 
 def resolve_position(
-    broker: Broker, store: OffsetsStore, group_id: str, topic: str, partition: int, reset: str
+    broker: TopicView, store: OffsetsStore, group_id: str, topic: str, partition: int, reset: str
 ) -> int:
     """The committed offset if within [log start, end], else per ``auto.offset.reset``."""
     if reset not in ("earliest", "latest", "none"):
@@ -97,7 +94,7 @@ def resolve_position(
 
 
 def reset_plan(
-    broker: Broker,
+    broker: TopicView,
     group_id: str,
     committed: Mapping[TopicPartition, CommittedOffset],
     to: str,

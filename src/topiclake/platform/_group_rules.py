@@ -8,14 +8,12 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from topiclake.errors import IllegalGeneration, InvalidRequest, OffsetOutOfRange, RebalanceInProgress
 from topiclake.platform._group_state import Group, Member
 from topiclake.platform.assignors import MemberSpec, TopicPartition, assign
-
-if TYPE_CHECKING:
-    from topiclake.platform.broker import Broker
+from topiclake.platform.topic_view import TopicView
 
 logger = logging.getLogger("topiclake.platform.group_coordinator")
 
@@ -131,7 +129,7 @@ def fence(group: Group, member: Member, generation_id: int, tps: list[TopicParti
 
 
 def validate_offsets(
-    broker: Broker, offsets: Mapping[TopicPartition, tuple[int, str | None] | int]
+    broker: TopicView, offsets: Mapping[TopicPartition, tuple[int, str | None] | int]
 ) -> dict[TopicPartition, tuple[int, str]]:
     if not offsets:
         raise InvalidRequest("no offsets to commit")

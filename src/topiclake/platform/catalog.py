@@ -17,131 +17,31 @@ Reads are served from an in-memory copy of the state; :meth:`TopicCatalog.refres
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Iterable, Mapping
 
-import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import CommitFailedError, DeltaError
-
-from topiclake.errors import (
-    CommitConflict,
-    InvalidPartitions,
-    StorageError,
-    TopicExists,
-    TopicNotFound,
+from topiclake.errors import InvalidPartitions, TopicExists, TopicNotFound
+from topiclake.platform._catalog_base import (
+    CATALOG_TABLE,
+    MAX_PARTITIONS,
+    TopicInfo,
+    _check_partitions,
+    _now_ms,
+    _replace,
+    _Row,
 )
+from topiclake.platform._catalog_table import CatalogTable
 from topiclake.platform.storage import Storage
 from topiclake.platform.topic_config import TopicConfig, validate_topic_name
-from topiclake.schemas import CATALOG_SCHEMA, SYSTEM_TABLE_PROPERTIES
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["CATALOG_TABLE", "MAX_PARTITIONS", "TopicCatalog", "TopicInfo"]
 
-#: Name of the catalog's system table below ``<warehouse>/_system``.
-CATALOG_TABLE: Final = "topics"
 
-#: Most partitions a topic may have.
-MAX_PARTITIONS: Final = 10_000
-
-#: How many times a change is re-validated and re-committed after losing against a concurrent commit.
-_MAX_ATTEMPTS: Final = 8
-
-
-def _app_id(name: str) -> str:
-    return f"topiclake/catalog/{name}"
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class TopicInfo:
-    """The state of one topic.
-
-    Attributes:
-        name: The topic's name.
-        topic_id: A UUID that tells this topic apart from an earlier topic of the same name.
-        partitions: Number of partitions.
-        config: The topic's configs.
-        created_ms: When the topic was created (epoch ms).
-        updated_ms: When it last changed (epoch ms).
-        revision: The catalog revision of this state; grows by one with every change of the name.
-    """
-
-    name: str
-    topic_id: str
-    partitions: int
-    config: TopicConfig
-    created_ms: int
-    updated_ms: int
-    revision: int
-
-
-@dataclass(frozen=True)
-class _Row:
-    info: TopicInfo
-    deleted: bool
-
-
-def _check_partitions(partitions: int, topic: str) -> None:
-    if isinstance(partitions, bool) or not isinstance(partitions, int):
-        raise InvalidPartitions(f"partitions must be an integer, got {partitions!r}", topic=topic)
-    if not 1 <= partitions <= MAX_PARTITIONS:
-        raise InvalidPartitions(
-            f"partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}",
-            topic=topic,
-            partitions=partitions,
-        )
-
-
-def _to_record(row: _Row) -> dict[str, object]:
-    info = row.info
-    return {
-        "name": info.name,
-        "topic_id": info.topic_id,
-        "revision": info.revision,
-        "partitions": info.partitions,
-        "configs": json.dumps(info.config.overrides(), sort_keys=True),
-        "created_ms": info.created_ms,
-        "updated_ms": info.updated_ms,
-        "deleted": row.deleted,
-    }
-
-
-def _from_record(record: Mapping[str, Any]) -> _Row:
-    configs = json.loads(record["configs"] or "{}")
-    info = TopicInfo(
-        name=str(record["name"]),
-        topic_id=str(record["topic_id"]),
-        partitions=int(record["partitions"]),
-        config=TopicConfig.from_kafka(configs),
-        created_ms=int(record["created_ms"]),
-        updated_ms=int(record["updated_ms"]),
-        revision=int(record["revision"]),
-    )
-    return _Row(info=info, deleted=bool(record["deleted"]))
-
-
-def _replace(info: TopicInfo, **changes: Any) -> TopicInfo:
-    return dataclasses.replace(info, **changes)
-
-
-# A change: given the current row of the name (None if the name never existed), return the row to append,
-# or None when the change would alter nothing (then nothing is written).
-_Change = Callable[[_Row | None], _Row | None]
-
-
-class TopicCatalog:
+class TopicCatalog(CatalogTable):
     """The topic catalog of one warehouse, backed by the Delta table ``_system/topics``.
 
     Thread-safe. Several catalogs (brokers) may share a warehouse; see the module docstring for how their
@@ -372,130 +272,3 @@ class TopicCatalog:
         if current is None or current.deleted:
             raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
         return current.info
-
-    def _apply(self, name: str, change: _Change) -> _Row:
-        """Append the row ``change`` derives from the freshest state of ``name``, fenced by its txn."""
-        app_id = _app_id(name)
-        with self._lock:
-            for attempt in range(1, _MAX_ATTEMPTS + 1):
-                self._update_snapshot()
-                self._load_if_changed()
-                current = self._rows.get(name)
-                base = current.info.revision if current else 0
-                fence = self._txn_version(app_id)
-                if fence != base:
-                    # The snapshot holds a change of this topic the state does not show: reload everything.
-                    logger.warning(
-                        "catalog state of %s at revision %d but its txn is at %d; reloading",
-                        name,
-                        base,
-                        fence,
-                    )
-                    self._load()
-                    continue
-                row = change(current)
-                if row is None:
-                    assert current is not None
-                    return current
-                try:
-                    self._commit(row)
-                except CommitFailedError as exc:
-                    logger.info(
-                        "catalog change of %s based on revision %d lost a race (attempt %d): %s",
-                        name,
-                        base,
-                        attempt,
-                        exc,
-                    )
-                    continue
-                return row
-        raise CommitConflict(
-            f"could not change topic {name!r}: concurrent catalog changes won {_MAX_ATTEMPTS} times",
-            topic=name,
-        )
-
-    def _commit(self, row: _Row) -> None:
-        """Append one row with its txn fence; update the in-memory state on success."""
-        info = row.info
-        table = pa.Table.from_pylist([_to_record(row)], schema=CATALOG_SCHEMA)
-        props = CommitProperties(
-            app_transactions=[Transaction(_app_id(info.name), info.revision, last_updated=_now_ms())]
-        )
-        before = self._dt.version()
-        try:
-            write_deltalake(self._dt, table, mode="append", commit_properties=props)
-        except CommitFailedError:
-            raise
-        except (DeltaError, OSError) as exc:
-            raise StorageError(f"cannot write the topic catalog {self._uri}: {exc}", uri=self._uri) from exc
-        after = self._dt.version()
-        self._rows[info.name] = row
-        if after == before + 1 and self._loaded_version == before:
-            self._loaded_version = after
-        else:
-            # The commit was rebased over other commits this state has not read yet.
-            self._load()
-        try:
-            self._storage.sync_commit(self._uri, after)
-        except OSError as exc:
-            raise StorageError(f"cannot fsync the topic catalog {self._uri}: {exc}", uri=self._uri) from exc
-        logger.debug("catalog commit %d: %s revision %d", after, info.name, info.revision)
-
-    def _txn_version(self, app_id: str) -> int:
-        try:
-            version = self._dt.transaction_version(app_id)
-        except (DeltaError, OSError) as exc:
-            raise StorageError(f"cannot read the topic catalog {self._uri}: {exc}", uri=self._uri) from exc
-        return 0 if version is None else int(version)
-
-    def _open_or_create(self) -> DeltaTable:
-        options = self._storage.options()
-        try:
-            if self._storage.is_table(self._uri):
-                return DeltaTable(self._uri, storage_options=options)
-            try:
-                dt = DeltaTable.create(
-                    self._uri,
-                    CATALOG_SCHEMA,
-                    mode="error",
-                    name="topiclake_topics",
-                    configuration=SYSTEM_TABLE_PROPERTIES,
-                    storage_options=options,
-                )
-                logger.info("created topic catalog %s", self._uri)
-                return dt
-            except DeltaError as exc:
-                # Another broker created it first: open theirs.
-                logger.info("topic catalog %s created concurrently (%s); opening it", self._uri, exc)
-                if not self._storage.is_table(self._uri):
-                    raise
-                return DeltaTable(self._uri, storage_options=options)
-        except (DeltaError, OSError) as exc:
-            raise StorageError(f"cannot open the topic catalog {self._uri}: {exc}", uri=self._uri) from exc
-
-    def _update_snapshot(self) -> None:
-        try:
-            self._dt.update_incremental()
-        except (DeltaError, OSError) as exc:
-            raise StorageError(f"cannot refresh the topic catalog {self._uri}: {exc}", uri=self._uri) from exc
-
-    def _load_if_changed(self) -> None:
-        if self._dt.version() != self._loaded_version:
-            self._load()
-
-    def _load(self) -> None:
-        """Rebuild the state from the snapshot: the row with the highest revision per name."""
-        try:
-            version = self._dt.version()
-            table = self._dt.to_pyarrow_table()
-        except (DeltaError, OSError, pa.ArrowException) as exc:
-            raise StorageError(f"cannot read the topic catalog {self._uri}: {exc}", uri=self._uri) from exc
-        newest: dict[str, dict[str, Any]] = {}
-        for record in table.to_pylist():
-            name = record["name"]
-            seen = newest.get(name)
-            if seen is None or record["revision"] > seen["revision"]:
-                newest[name] = record
-        self._rows = {name: _from_record(record) for name, record in newest.items()}
-        self._loaded_version = version
-        logger.debug("loaded topic catalog %s at version %d: %d names", self._uri, version, len(newest))

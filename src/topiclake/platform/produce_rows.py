@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from topiclake.errors import PartitionNotFound, RequestTimedOut
+from topiclake.platform.append_handle import AppendHandle, results_of
 from topiclake.platform.records import ProducerInfo, RecordResult, normalize_acks
 from topiclake.platform.rows import Rows, check
-from topiclake.platform.topic_log import AppendHandle
 
 if TYPE_CHECKING:
     from topiclake.platform.broker import Broker
+
+
+__all__ = ["PendingProduce", "results_of", "start"]
 
 
 @dataclass
@@ -60,39 +63,6 @@ class PendingProduce:
         for slot, res in zip(self.ok, queued, strict=True):
             self.results[slot] = res
         return self.results  # type: ignore[return-value]
-
-
-def results_of(
-    handle: AppendHandle,
-    acks: str,
-    targets: list[int],
-    batch_rows: list[list[int]],
-    stamps: list[int | None],
-    producer: ProducerInfo | None,
-) -> list[RecordResult]:
-    """The results of appended rows, in their order: ``targets`` their partitions, ``batch_rows`` which
-    rows each queued batch held, ``stamps`` the CreateTime each was sent with. Shared by every produce
-    path, so a retried idempotent request and acks=0 answer alike everywhere."""
-    n = len(targets)
-    now = handle.append_time_ms  # what the log stored where no CreateTime was sent, and for LogAppendTime
-    if acks == "0":
-        return [
-            RecordResult(t, None, stamps[j] if stamps[j] is not None else now) for j, t in enumerate(targets)
-        ]
-    results: list[RecordResult | None] = [None] * n
-    if handle.by_sequence is not None and producer is not None:
-        for j in range(n):
-            found = handle.by_sequence.get(producer.base_sequence + j)
-            if found is None:
-                gone = RequestTimedOut("the original of this retried record is no longer in the log")
-                results[j] = RecordResult(targets[j], None, None, gone)
-            else:
-                results[j] = RecordResult(found[0], found[1], found[2])
-        return results  # type: ignore[return-value]
-    for (part, base, _count), rows in zip(handle.parts, batch_rows, strict=True):
-        for k, j in enumerate(rows):
-            results[j] = RecordResult(part, base + k, stamps[j] if stamps[j] is not None else now)
-    return results  # type: ignore[return-value]
 
 
 def start(

@@ -14,7 +14,7 @@ import fastavro
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
 from topiclake.errors import InvalidSchema, RecordSchemaMismatch
-from topiclake.schema_registry.formats import ParsedSchema
+from topiclake.schema_registry._parsed import ParsedSchema
 
 
 class AvroSchema(ParsedSchema):

@@ -20,7 +20,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from topiclake.errors import InvalidSchema, RecordSchemaMismatch
-from topiclake.schema_registry.formats import ParsedSchema
+from topiclake.schema_registry._parsed import ParsedSchema
 
 
 def _types(schema: Any) -> set[str] | None:

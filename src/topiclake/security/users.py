@@ -24,6 +24,7 @@ import os
 import secrets
 import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +40,24 @@ SCRAM_ITERATIONS = 4096
 #: bcrypt cost of new hashes (htpasswd -B defaults to 5; 10 is the bcrypt package's usual floor).
 BCRYPT_ROUNDS = 10
 _NAME_FORBIDDEN = (":", "\n", "\r")
-_DUMMY_HASH = bcrypt.hashpw(b"topiclake-no-such-user", bcrypt.gensalt(4))
+_DUMMY_HASHES: dict[int, bytes] = {}
+
+
+def _dummy_hash(users: Mapping[str, str]) -> bytes:
+    """A hash to check an unknown user's password against, as costly as the file's real ones.
+
+    Users added by Apache's ``htpasswd -B`` have its cost (5 by default), ours ``BCRYPT_ROUNDS``: an
+    unknown name must take as long as a wrong password, or the answer time tells which names exist.
+    """
+    cost = BCRYPT_ROUNDS
+    for stored in users.values():
+        parts = stored.split("$")
+        if len(parts) > 3 and parts[2].isdigit():
+            cost = min(max(int(parts[2]), 4), 31)
+            break
+    if cost not in _DUMMY_HASHES:
+        _DUMMY_HASHES[cost] = bcrypt.hashpw(b"topiclake-no-such-user", bcrypt.gensalt(cost))
+    return _DUMMY_HASHES[cost]
 
 
 @dataclass(frozen=True)
@@ -147,9 +165,10 @@ class UserStore:
         if self.verified_before(name, password):
             return True
         with self._lock:
-            stored = self._htpasswd.load().get(name)
+            users = self._htpasswd.load()
+        stored = users.get(name)
         digest = hmac.new(self._key, password.encode("utf-8"), hashlib.sha256).digest()
-        candidate = stored.encode("ascii", "replace") if stored is not None else _DUMMY_HASH
+        candidate = stored.encode("ascii", "replace") if stored is not None else _dummy_hash(users)
         try:
             ok = bcrypt.checkpw(password.encode("utf-8"), candidate)
         except ValueError:  # not a bcrypt hash (e.g. an MD5 or SHA line from plain htpasswd)

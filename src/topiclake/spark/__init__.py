@@ -22,7 +22,7 @@ __all__ = ["register"]
 
 logger = logging.getLogger(__name__)
 
-#: Spark conf key of the default warehouse (same as ``topiclake.jobs.session.WAREHOUSE_CONF``).
+#: Spark conf key of the default warehouse (same as ``topiclake.sparkenv.session.WAREHOUSE_CONF``).
 _WAREHOUSE_CONF = "spark.topiclake.warehouse"
 
 

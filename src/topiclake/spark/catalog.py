@@ -16,7 +16,7 @@ adopts its schema and commits nothing to it, so the gateway (delta-rs) keeps app
 reads the newest snapshot for every query, so a record acknowledged with ``acks=all`` is in the next one.
 
 Which catalog keeps the tables is the session's business: the persistent local Hive catalog of
-``topiclake.jobs.session.catalog_conf`` (``topiclake sql`` uses it), an in-memory one, or Unity Catalog on
+``topiclake.sparkenv.session.catalog_conf`` (``topiclake sql`` uses it), an in-memory one, or Unity Catalog on
 Databricks (``--catalog``). ``python -m topiclake.spark.catalog --warehouse URI`` registers from the
 command line (see :func:`parser`).
 """
@@ -37,18 +37,19 @@ from topiclake.schemas.offsets import OFFSETS_TABLE
 from topiclake.schemas.partition_offsets import PARTITION_OFFSETS_TABLE
 from topiclake.spark._catalog_sql import (
     assign_names,
-    error_summary,
     ident,
     lag_view_sql,
     literal,
     same_location,
     table_name,
 )
+from topiclake.spark._delta_read import first_line as _first_line
+from topiclake.spark._delta_read import read_delta as _read_delta
 from topiclake.spark._ends_sql import ENDS_VIEW, ends_view_sql
 from topiclake.spark.typed_views import register_typed_views
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "DATABASE",
@@ -71,10 +72,6 @@ OFFSETS_NAME = "consumer_offsets"
 LAG_VIEW = "consumer_lag"
 
 _RESERVED = frozenset({OFFSETS_NAME, LAG_VIEW, ENDS_VIEW})
-# What Spark says when a path holds no Delta table (nothing created there yet).
-_MISSING_TABLE_CONDITIONS = frozenset(
-    {"DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_PATH_DOES_NOT_EXIST"}
-)
 
 
 @dataclass(frozen=True)
@@ -110,7 +107,7 @@ class _Existing:
 
 def _root(warehouse: str) -> str:
     """The warehouse URI as Spark should see it: an absolute path for a local warehouse."""
-    from topiclake.jobs.session import local_warehouse
+    from topiclake.sparkenv.session import local_warehouse
 
     local = local_warehouse(warehouse)
     if local is None:
@@ -118,30 +115,6 @@ def _root(warehouse: str) -> str:
     if not local.is_dir():
         raise InvalidRequest(f"no warehouse at {local}", warehouse=warehouse)
     return str(local)
-
-
-def _condition(exc: BaseException) -> str | None:
-    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
-    try:
-        return str(get()) if callable(get) else None
-    except Exception:  # a Py4J call on a half-converted error
-        return None
-
-
-def _first_line(exc: BaseException) -> str:
-    return error_summary(str(exc)) or type(exc).__name__
-
-
-def _read_delta(spark: SparkSession, uri: str) -> DataFrame | None:
-    """The Delta table at ``uri`` as a DataFrame, or None when there is none yet."""
-    from pyspark.errors import AnalysisException
-
-    try:
-        return spark.read.format("delta").load(uri)
-    except AnalysisException as exc:
-        if _condition(exc) in _MISSING_TABLE_CONDITIONS or "is not a Delta table" in str(exc):
-            return None
-        raise SqlError(f"cannot read {uri}: {_first_line(exc)}", uri=uri) from exc
 
 
 def _topic_ids(spark: SparkSession, root: str) -> dict[str, str]:
@@ -160,10 +133,10 @@ def _topic_ids(spark: SparkSession, root: str) -> dict[str, str]:
 def _known_ends(root: str, topics: Sequence[str]) -> dict[tuple[str, int], tuple[int, int]]:
     """Both ends of every partition of ``topics``, read with delta-rs (the high watermark is a ``txn``
     action SQL cannot see), for a local warehouse; {} elsewhere (the recorded ends still count)."""
-    from topiclake.jobs.session import local_warehouse
     from topiclake.platform.catalog import TopicCatalog
     from topiclake.platform.partition_offsets import partition_ends
     from topiclake.platform.storage import Storage
+    from topiclake.sparkenv.session import local_warehouse
 
     if not topics or local_warehouse(root) is None:
         return {}
@@ -379,8 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     from topiclake.errors import TopiclakeError
-    from topiclake.jobs.session import get_spark, local_warehouse
     from topiclake.process import owns_process, run_and_exit
+    from topiclake.sparkenv.session import get_spark, local_warehouse
 
     if argv is None and owns_process():  # a process of its own: its code, every time (delta-rs#2184)
         run_and_exit(lambda: main(sys.argv[1:]))

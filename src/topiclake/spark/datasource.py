@@ -14,18 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql.datasource import CaseInsensitiveDict, DataSource
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from topiclake.spark._options import parse_bool, parse_options
+from topiclake.spark._schema import kafka_schema
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import (
@@ -38,22 +30,7 @@ if TYPE_CHECKING:
 #: The format name: ``spark.read.format("topiclake")``.
 NAME = "topiclake"
 
-
-def kafka_schema(include_headers: bool = False) -> StructType:
-    """Spark's Kafka source schema (built here: parsing DDL needs a JVM, which data source workers lack)."""
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-        fields.append(StructField("headers", ArrayType(header)))
-    return StructType(fields)
+__all__ = ["NAME", "TopiclakeDataSource", "kafka_schema"]
 
 
 class TopiclakeDataSource(DataSource):

@@ -49,6 +49,7 @@ from topiclake.spark._ranges import (
     read_range,
     report_data_loss,
 )
+from topiclake.spark._schema import kafka_schema
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -427,8 +428,6 @@ def check_user_schema(schema: StructType, include_headers: bool) -> None:
     Raises:
         InvalidRequest: ``schema`` is not the source's schema.
     """
-    from topiclake.spark.datasource import kafka_schema
-
     if schema != kafka_schema(include_headers):
         raise InvalidRequest(
             "the topiclake source has a fixed schema (Spark's Kafka source schema) and cannot be given one "

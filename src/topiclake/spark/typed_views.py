@@ -35,6 +35,8 @@ from topiclake.schema_registry._rules import resolve
 from topiclake.schema_registry.store import RegistryState
 from topiclake.schemas.schema_registry import SCHEMAS_TABLE
 from topiclake.spark._catalog_sql import ident, literal
+from topiclake.spark._delta_read import read_delta
+from topiclake.spark._typed_version import TypedVersion
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,18 +51,6 @@ SUFFIX = "_typed"
 _MARK = "topiclake.typed_view"
 
 _BASE_COLUMNS = ("partition", "offset", "timestamp", "timestampType", "headers", "key")
-
-
-@dataclass(frozen=True)
-class TypedVersion:
-    """One version of a value subject: its schema id, type and text (and, for PROTOBUF, the ``(name,
-    text)`` of the schemas it references, dependencies first)."""
-
-    version: int
-    schema_id: int
-    schema_type: str
-    schema: str
-    references: tuple[tuple[str, str], ...] = ()
 
 
 def subject_versions(state: RegistryState, subject: str) -> list[TypedVersion]:
@@ -231,9 +221,7 @@ def typed_view_sql(
 
 
 def _registry_state(spark: SparkSession, root: str) -> RegistryState | None:
-    from topiclake.spark.catalog import _read_delta
-
-    df = _read_delta(spark, f"{root}/_system/{SCHEMAS_TABLE}")
+    df = read_delta(spark, f"{root}/_system/{SCHEMAS_TABLE}")
     if df is None:
         return None
     state = RegistryState()

@@ -24,7 +24,7 @@ from topiclake.api.consumer_instances import get_groups
 from topiclake.api.deps import BrokerDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import negotiate
-from topiclake.api.routes.rest_v3 import check_cluster, collection, crn, json_response, url
+from topiclake.api.routes._rest_v3 import check_cluster, collection, crn, json_response, url
 from topiclake.platform import Broker
 from topiclake.security import ResourceType
 
