@@ -104,6 +104,24 @@ def serve(
         str | None,
         typer.Option(help="This broker's rack, reported in metadata.", envvar="TOPICLAKE_BROKER__RACK"),
     ] = None,
+    # -- quotas per principal (docs/quotas.md; per-principal overrides: TOPICLAKE_QUOTA_OVERRIDES) -----------
+    quota_produce_bytes_per_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Produce bytes/s per principal (0 = unlimited).",
+            envvar="TOPICLAKE_QUOTA_PRODUCE_BYTES_PER_S",
+        ),
+    ] = None,
+    quota_fetch_bytes_per_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Fetch bytes/s per principal (0 = unlimited).", envvar="TOPICLAKE_QUOTA_FETCH_BYTES_PER_S"
+        ),
+    ] = None,
+    quota_request_rate: Annotated[
+        float | None,
+        typer.Option(help="Requests/s per principal (0 = unlimited).", envvar="TOPICLAKE_QUOTA_REQUEST_RATE"),
+    ] = None,
     # -- security (docs/security.md) ------------------------------------------------------------------
     auth: Annotated[
         bool | None,
@@ -154,6 +172,9 @@ def serve(
             "tls_ca": tls_ca,
             "tls_principal_mapping_rules": tls_principal_mapping_rules,
             "kafka_sasl_mechanisms": kafka_sasl_mechanisms,
+            "quota_produce_bytes_per_s": quota_produce_bytes_per_s,
+            "quota_fetch_bytes_per_s": quota_fetch_bytes_per_s,
+            "quota_request_rate": quota_request_rate,
             "auth": auth,
             "users_file": users_file,
             "super_users": super_users,
