@@ -58,3 +58,27 @@ def test_pipelined_requests_of_several_connections_share_commits_in_order(kafka:
                 assert got == [b"%d-%d-%d" % (c, p, RECORDS * k + i) for i in range(RECORDS)]
     # 30 requests of 3 partitions: queued without a thread each, many share one Delta commit
     assert broker.log("fast").commits < CONNECTIONS * REQUESTS
+
+
+def test_a_batch_bigger_than_the_loop_limit_takes_the_thread_path_with_the_same_answer(
+    kafka: KafkaGateway,
+) -> None:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    from topiclake.kafka.handlers.produce_async import LOOP_MAX_BYTES
+
+    kafka.gw.broker.create_topic("big")
+    value = b"v" * 1000
+    frames = []
+    for k, count in enumerate((3, LOOP_MAX_BYTES // 1000 + 50, 3)):  # small, big (thread path), small
+        b = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+        for i in range(count):
+            b.append(i, 1_700_000_000_000, None, value, [])
+        data = [{"name": "big", "partition_data": [{"index": 0, "records": bytes(b.build())}]}]
+        frames.append(frame(0, 9, {"acks": -1, "timeout": 30000, "topic_data": data}, correlation_id=k))
+    with connect(kafka) as s:
+        s.sendall(b"".join(frames))
+        answers = [response(0, 9, read_frame(s)).responses[0].partition_responses[0] for _ in frames]
+    big = LOOP_MAX_BYTES // 1000 + 50
+    assert [(a.error_code, a.base_offset) for a in answers] == [(0, 0), (0, 3), (0, 3 + big)]
+    assert table_rows(kafka.gw, "big").num_rows == 3 + big + 3

@@ -1,14 +1,14 @@
-"""Produce without a thread per request: a partition's batches are decoded and queued on the event loop
-as lists
-(:meth:`~topiclake.platform.broker.Broker.start_rows`; the flush builds one Arrow table for every batch
-it commits) and their Delta commit is awaited there.
+"""Produce without a thread per request: a partition's batches are decoded and queued as lists on the
+event loop (:meth:`~topiclake.platform.broker.Broker.start_rows`; the flush builds one Arrow table for
+every batch it commits) and their Delta commit is awaited there.
 
 A client pipelines up to five Produce requests per connection; each of them used to hold a pool thread
 until its commit. Queuing takes well under a millisecond, so it runs on the loop, in the connection's
 request order (the handler calls :func:`start_partition` only after the previous request has queued its
 batches), and every request queued before a commit starts shares that commit. Whatever needs the
 blocking path — the topic's log not open yet, a partition another broker leads, schema validation —
-returns None here before anything is queued, and the handler runs it on the listener's threads as before.
+returns None here before anything is queued, and the handler runs it on the listener's threads as before;
+so do records bigger than :data:`LOOP_MAX_BYTES`, whose decoding would stall the loop.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ from topiclake.platform.append_handle import AppendHandle
 from topiclake.platform.records import now_ms
 
 logger = logging.getLogger(__name__)
+
+LOOP_MAX_BYTES = 256 * 1024
+"""A partition's records up to this size are decoded and queued on the event loop (a Java client's default
+batch is 16 KiB: ~0.1 ms of work); bigger ones (librdkafka batches up to 1 MB) on the listener's threads."""
 
 
 @dataclass
@@ -77,6 +81,8 @@ def start_partition(
 ) -> StartedPartition | None:
     """Decode a partition's records and queue them without blocking; None (nothing queued) when the
     blocking path must serve them."""
+    if data is not None and len(data) > LOOP_MAX_BYTES:
+        return None  # decoding it would hold the event loop (and every other connection) for milliseconds
     broker = ctx.broker
     log = broker.open_log(topic)
     if log is None or not log.leads(partition):
