@@ -109,7 +109,7 @@ class FastProduce:
             await _respond(send, status, orjson.dumps(native_body(exc)))
             return True
         results = result_bodies(pending.finish(), errors, len(records))
-        nbytes = sum(len(k or b"") + len(v or b"") for k, v in zip(rows.keys, rows.values, strict=True))
+        nbytes = sum(map(len, filter(None, rows.keys))) + sum(map(len, filter(None, rows.values)))
         state.metrics.produced(topic, len(results), nbytes, "native", ack, started)
         await _respond(send, 200, orjson.dumps({"topic": topic, "results": results}))
         return True
