@@ -8,6 +8,7 @@ Nothing here is in the hot path of a normal gateway. At exit it writes to ``OUT.
 - ``loop_lag``: how late a callback posted to the event loop every 5 ms ran (the loop was busy with one
   long step, or could not get the GIL); each lag over 10 ms with what was seen at that moment (a GC
   running, the other threads' innermost frames);
+- with ``HOT_PROBE_PROFILE=FILE`` in the environment, a cProfile of the event loop's thread while serving;
 - ``gil_late``: how late this probe's own 2 ms sleeps woke up (someone held the GIL, or the CPU was taken
   by other processes on a shared machine).
 """
@@ -15,8 +16,10 @@ Nothing here is in the hot path of a normal gateway. At exit it writes to ``OUT.
 from __future__ import annotations
 
 import asyncio
+import cProfile
 import gc
 import json
+import os
 import sys
 import threading
 import time
@@ -146,14 +149,22 @@ def main() -> None:
     gc.callbacks.append(_gc_cb)
     original = uvicorn.Server.startup
 
+    profile_to = os.environ.get("HOT_PROBE_PROFILE")  # a cProfile of the event loop's thread
+    profiler = cProfile.Profile() if profile_to else None
+
     async def startup(self: Any, sockets: Any = None) -> None:
         global _loop
+        await original(self, sockets)  # the app's startup (and its gc.collect) is not a request's pause
         _loop = asyncio.get_running_loop()
-        await original(self, sockets)
+        if profiler is not None:
+            profiler.enable()
 
     original_shutdown = uvicorn.Server.shutdown
 
     async def shutdown(self: Any, sockets: Any = None) -> None:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(str(profile_to))
         await original_shutdown(self, sockets)
         _dump()  # uvicorn re-raises SIGTERM after its shutdown: atexit would not run
 
