@@ -11,6 +11,7 @@ the documented FastAPI route, which answers exactly as it always did. OpenAPI do
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from types import SimpleNamespace
@@ -32,6 +33,7 @@ _ROUTE = SimpleNamespace(path="/v1/topics/{topic}/records")  # what the request 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
+@functools.lru_cache(maxsize=256)  # producers send the same few query strings again and again
 def _query(raw: bytes) -> tuple[str, int | None, str] | None:
     """acks, partition and encoding, or None when FastAPI should judge the query."""
     acks, partition, encoding = "all", None, "json"
