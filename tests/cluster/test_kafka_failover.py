@@ -1,0 +1,248 @@
+"""Kafka clients bootstrapped from ONE broker of three produce to leaders on all of them, and keep producing
+when the broker they bootstrapped from (a partition leader) is killed -9: every acknowledged record is in
+the topic's Delta table exactly once, offsets contiguous, nothing written twice (idempotence across the
+leader move). Measured numbers are logged (``-s`` or the log capture) and recorded in docs/kafka-protocol.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from kafka_cluster import FAST_ENV, KafkaBroker, leaders, start_kafka_brokers, table_rows
+
+pytestmark = pytest.mark.slow
+
+logger = logging.getLogger(__name__)
+
+PARTITIONS = 6
+BEFORE_KILL_S = 2.0  # producing before the kill
+AFTER_KILL_S = 8.0  # producing after the kill (the session timeout is 2.5 s)
+MAX_RECORDS = 4000
+PACE_S = 0.004  # ~250 records/s offered
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[KafkaBroker]]:
+    """Three brokers with Kafka listeners over one warehouse; stopped by pid after the test."""
+    for k, v in FAST_ENV.items():
+        monkeypatch.setenv(k, v)
+    brokers = start_kafka_brokers(tmp_path / "wh", tmp_path, 3)
+    try:
+        yield brokers
+    finally:
+        for b in brokers:
+            b.proc.stop()
+
+
+@dataclass
+class Outcome:
+    """What a producer was told: value -> (partition, offset) for acks, values that failed."""
+
+    acked: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    acked_at: dict[bytes, float] = field(default_factory=dict)
+    failed: dict[bytes, str] = field(default_factory=dict)
+    sent: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ack(self, value: bytes, partition: int, offset: int) -> None:
+        with self.lock:
+            self.acked[value] = (partition, offset)
+            self.acked_at[value] = time.monotonic()
+
+    def fail(self, value: bytes, why: str) -> None:
+        with self.lock:
+            self.failed[value] = why
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)])
+    futures[topic].result(30)
+
+
+def metadata_leaders(bootstrap: str, topic: str) -> tuple[set[int], dict[int, int]]:
+    """Broker ids and partition leaders as a Kafka client sees them through ``bootstrap`` alone."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    return set(md.brokers), {p: pm.leader for p, pm in md.topics[topic].partitions.items()}
+
+
+def drive(
+    send: Callable[[int, bytes], None],
+    poll: Callable[[], None],
+    victim: KafkaBroker,
+    outcome: Outcome,
+) -> float:
+    """Send records round-robin over the partitions for a while, kill -9 ``victim`` mid-stream, keep
+    sending; return the monotonic time of the kill."""
+    killed_at = 0.0
+    started = time.monotonic()
+    i = 0
+    while i < MAX_RECORDS:
+        now = time.monotonic()
+        if not killed_at and now - started > BEFORE_KILL_S:
+            assert outcome.acked, "nothing was acknowledged before the kill"
+            victim.proc.kill9()
+            killed_at = time.monotonic()
+            logger.info("killed broker %d after %d acks", victim.broker_id, len(outcome.acked))
+        if killed_at and now - killed_at > AFTER_KILL_S:
+            break
+        send(i % PARTITIONS, f"v{i:06d}".encode())
+        outcome.sent += 1
+        poll()
+        i += 1
+        time.sleep(PACE_S)
+    return killed_at
+
+
+def check(
+    name: str,
+    warehouse: Path,
+    topic: str,
+    outcome: Outcome,
+    moved: set[int],
+    killed_at: float,
+) -> None:
+    """Every ack is a row exactly once at its offset; no value twice; offsets contiguous; report."""
+    rows = table_rows(warehouse, topic)
+    where: dict[bytes, list[tuple[int, int]]] = {}
+    per_part: dict[int, list[int]] = {}
+    for p, o, v in rows:
+        where.setdefault(v, []).append((p, o))
+        per_part.setdefault(p, []).append(o)
+    dups = {v: w for v, w in where.items() if len(w) > 1}
+    lost = [v for v in outcome.acked if v not in where]
+    wrong = [v for v, po in outcome.acked.items() if v in where and where[v] != [po]]
+    after = [t for v, t in outcome.acked_at.items() if outcome.acked[v][0] in moved and t > killed_at]
+    failover = (min(after) - killed_at) if after else float("nan")
+    logger.info(
+        "%s: sent %d acked %d failed %d in table %d lost %d duplicated %d; first ack on a moved partition "
+        "%.1f s after the kill",
+        name,
+        outcome.sent,
+        len(outcome.acked),
+        len(outcome.failed),
+        len(rows),
+        len(lost),
+        len(dups),
+        failover,
+    )
+    print(
+        f"\n{name}: sent={outcome.sent} acked={len(outcome.acked)} failed={len(outcome.failed)} "
+        f"rows={len(rows)} lost={len(lost)} duplicated={len(dups)} failover_s={failover:.1f}"
+    )
+    assert not dups, f"written twice: {list(dups.items())[:5]}"
+    assert not lost, f"acknowledged but not in the table: {lost[:5]}"
+    assert not wrong, f"acknowledged at another offset: {wrong[:5]}"
+    for p, offsets in per_part.items():
+        assert sorted(offsets) == list(range(len(offsets))), f"partition {p}: offsets not contiguous"
+    assert len(outcome.acked) + len(outcome.failed) == outcome.sent, "some sends were never answered"
+    assert after, "nothing was acknowledged on the killed broker's partitions after the kill"
+    assert len(where) <= outcome.sent
+
+
+def prepare(cluster: list[KafkaBroker], topic: str) -> tuple[KafkaBroker, set[int]]:
+    """Create the topic through broker 1 alone; check that a client bootstrapped from it sees every broker
+    and leaders on at least two; return broker 1 (the victim) and the partitions it leads."""
+    entry = cluster[0]
+    create_topic(entry.bootstrap, topic)
+    seen: dict[int, int] = {}
+
+    def led_by_all() -> bool:
+        nonlocal seen
+        ids, seen = metadata_leaders(entry.bootstrap, topic)
+        return ids == {1, 2, 3} and len(seen) == PARTITIONS and len(set(seen.values())) >= 2
+
+    deadline = time.monotonic() + 30
+    while not led_by_all():
+        assert time.monotonic() < deadline, f"leaders seen by the client: {seen}"
+        time.sleep(0.2)
+    assert seen == leaders(entry, topic)
+    moved = {p for p, b in seen.items() if b == entry.broker_id}
+    assert moved, f"broker {entry.broker_id} leads nothing: {seen}"
+    return entry, moved
+
+
+def test_confluent_kafka_producer_survives_the_kill_of_its_bootstrap_broker(
+    cluster: list[KafkaBroker], tmp_path: Path
+) -> None:
+    from confluent_kafka import KafkaError, Message, Producer
+
+    topic = "ck"
+    victim, moved = prepare(cluster, topic)
+    outcome = Outcome()
+    errors: list[str] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": victim.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "message.timeout.ms": 60000,
+            "linger.ms": 5,
+            "retry.backoff.ms": 100,
+            "reconnect.backoff.max.ms": 500,
+            "error_cb": lambda err: errors.append(str(err)),
+        }
+    )
+
+    def delivered(err: KafkaError | None, msg: Message) -> None:
+        value = bytes(msg.value() or b"")
+        if err is None:
+            outcome.ack(value, int(msg.partition() or 0), int(msg.offset() or 0))
+        else:
+            outcome.fail(value, str(err))
+
+    def send(partition: int, value: bytes) -> None:
+        producer.produce(topic, value=value, partition=partition, on_delivery=delivered)
+
+    try:
+        killed_at = drive(send, lambda: producer.poll(0), victim, outcome)
+    finally:
+        print("client errors:", errors[-10:])
+    assert producer.flush(70) == 0, "sends left unanswered"
+    check("confluent-kafka", tmp_path / "wh", topic, outcome, moved, killed_at)
+    # a client bootstrapped from a live broker sees the moved leaders, none on the dead broker
+    ids, now = metadata_leaders(cluster[1].bootstrap, topic)
+    assert ids == {2, 3} and set(now.values()) <= {2, 3}
+
+
+def test_kafka_python_producer_survives_the_kill_of_its_bootstrap_broker(
+    cluster: list[KafkaBroker], tmp_path: Path
+) -> None:
+    from kafka import KafkaProducer
+
+    topic = "kp"
+    victim, moved = prepare(cluster, topic)
+    outcome = Outcome()
+    producer = KafkaProducer(
+        bootstrap_servers=victim.bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        retries=2**31 - 1,
+        delivery_timeout_ms=60000,
+        request_timeout_ms=10000,
+        linger_ms=5,
+        retry_backoff_ms=100,
+        reconnect_backoff_max_ms=500,
+    )
+    try:
+
+        def send(partition: int, value: bytes) -> None:
+            fut = producer.send(topic, value=value, partition=partition)
+            fut.add_callback(lambda md, v=value: outcome.ack(v, md.partition, md.offset))
+            fut.add_errback(lambda exc, v=value: outcome.fail(v, repr(exc)))
+
+        killed_at = drive(send, lambda: None, victim, outcome)
+        producer.flush(70)
+    finally:
+        producer.close(10)
+    check("kafka-python", tmp_path / "wh", topic, outcome, moved, killed_at)
