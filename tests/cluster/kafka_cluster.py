@@ -88,3 +88,35 @@ def table_rows(warehouse: Path, topic: str) -> list[tuple[int, int, bytes]]:
     dt = DeltaTable(str(warehouse / "topics" / topic))
     t = dt.to_pyarrow_table(columns=["partition", "offset", "value"])
     return [(int(r["partition"]), int(r["offset"]), bytes(r["value"])) for r in t.to_pylist()]
+
+
+def find_coordinator(broker: KafkaBroker, group: str) -> int:
+    """The node id a raw FindCoordinator v1 request to ``broker`` answers for ``group``."""
+    import io
+    import socket
+    import struct
+
+    from kio.index import load_request_schema, load_response_schema
+    from kio.serial import entity_reader, entity_writer
+
+    from topiclake.kafka.codec import build
+
+    req_cls = load_request_schema(10, 1)
+    header_cls = req_cls.__header_schema__
+    header = {"request_api_key": 10, "request_api_version": 1, "correlation_id": 1, "client_id": "t"}
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, build(header_cls, header))
+    entity_writer(req_cls)(buf, build(req_cls, {"key": group, "key_type": 0}))
+    with socket.create_connection(("127.0.0.1", broker.kafka_port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(buf.getvalue())) + buf.getvalue())
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+    resp_cls = load_response_schema(10, 1)
+    _h, n = entity_reader(resp_cls.__header_schema__)(data, 4)
+    body = entity_reader(resp_cls)(data, 4 + n)[0]
+    assert body.error_code == 0, body
+    return int(body.node_id)

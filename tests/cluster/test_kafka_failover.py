@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from kafka_cluster import FAST_ENV, KafkaBroker, leaders, start_kafka_brokers, table_rows
+from kafka_cluster import FAST_ENV, KafkaBroker, find_coordinator, leaders, start_kafka_brokers, table_rows
 
 pytestmark = pytest.mark.slow
 
@@ -104,6 +104,17 @@ def drive(
     return killed_at
 
 
+def kafka_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's high watermark as a Kafka consumer sees it through ``bootstrap``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "enable.auto.commit": False})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), 30)[1] for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
 def check(
     name: str,
     warehouse: Path,
@@ -111,6 +122,7 @@ def check(
     outcome: Outcome,
     moved: set[int],
     killed_at: float,
+    live: KafkaBroker,
 ) -> None:
     """Every ack is a row exactly once at its offset; no value twice; offsets contiguous; report."""
     rows = table_rows(warehouse, topic)
@@ -148,6 +160,8 @@ def check(
     assert len(outcome.acked) + len(outcome.failed) == outcome.sent, "some sends were never answered"
     assert after, "nothing was acknowledged on the killed broker's partitions after the kill"
     assert len(where) <= outcome.sent
+    # a Kafka client reading through a live broker sees the table's ends
+    assert kafka_ends(live.bootstrap, topic) == {p: len(per_part.get(p, [])) for p in range(PARTITIONS)}
 
 
 def prepare(cluster: list[KafkaBroker], topic: str) -> tuple[KafkaBroker, set[int]]:
@@ -160,13 +174,13 @@ def prepare(cluster: list[KafkaBroker], topic: str) -> tuple[KafkaBroker, set[in
     def led_by_all() -> bool:
         nonlocal seen
         ids, seen = metadata_leaders(entry.bootstrap, topic)
-        return ids == {1, 2, 3} and len(seen) == PARTITIONS and len(set(seen.values())) >= 2
+        ok = ids == {1, 2, 3} and len(seen) == PARTITIONS and len(set(seen.values())) >= 2
+        return ok and seen == leaders(entry, topic)  # the Kafka listener says what the cluster says
 
     deadline = time.monotonic() + 30
     while not led_by_all():
         assert time.monotonic() < deadline, f"leaders seen by the client: {seen}"
         time.sleep(0.2)
-    assert seen == leaders(entry, topic)
     moved = {p for p, b in seen.items() if b == entry.broker_id}
     assert moved, f"broker {entry.broker_id} leads nothing: {seen}"
     return entry, moved
@@ -209,7 +223,7 @@ def test_confluent_kafka_producer_survives_the_kill_of_its_bootstrap_broker(
     finally:
         print("client errors:", errors[-10:])
     assert producer.flush(70) == 0, "sends left unanswered"
-    check("confluent-kafka", tmp_path / "wh", topic, outcome, moved, killed_at)
+    check("confluent-kafka", tmp_path / "wh", topic, outcome, moved, killed_at, cluster[1])
     # a client bootstrapped from a live broker sees the moved leaders, none on the dead broker
     ids, now = metadata_leaders(cluster[1].bootstrap, topic)
     assert ids == {2, 3} and set(now.values()) <= {2, 3}
@@ -245,4 +259,148 @@ def test_kafka_python_producer_survives_the_kill_of_its_bootstrap_broker(
         producer.flush(70)
     finally:
         producer.close(10)
-    check("kafka-python", tmp_path / "wh", topic, outcome, moved, killed_at)
+    check("kafka-python", tmp_path / "wh", topic, outcome, moved, killed_at, cluster[1])
+
+
+class Member:
+    """A confluent-kafka group member on its own thread: consumes, commits synchronously after each
+    batch, and remembers what it consumed and whether that batch's commit succeeded."""
+
+    def __init__(self, name: str, bootstrap: str, group: str, topic: str) -> None:
+        self.name = name
+        self.config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "reconnect.backoff.max.ms": 500,
+        }
+        self.topic = topic
+        self.consumed: list[tuple[int, int, bytes, float]] = []  # partition, offset, value, when
+        self.uncommitted: set[bytes] = set()  # values whose batch's commit failed
+        self.commit_errors: list[str] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        consumer = Consumer(self.config)
+        try:
+            consumer.subscribe([self.topic])
+            while not self.stop.is_set():
+                msgs = [m for m in consumer.consume(100, 0.3) if m.error() is None]
+                if not msgs:
+                    continue
+                now = time.monotonic()
+                with self.lock:
+                    for m in msgs:
+                        value = bytes(m.value() or b"")
+                        self.consumed.append((int(m.partition() or 0), int(m.offset() or 0), value, now))
+                try:
+                    consumer.commit(asynchronous=False)
+                except KafkaException as exc:
+                    with self.lock:
+                        self.commit_errors.append(str(exc))
+                        self.uncommitted.update(bytes(m.value() or b"") for m in msgs)
+        finally:
+            consumer.close()
+
+    def values(self) -> list[bytes]:
+        with self.lock:
+            return [v for _p, _o, v, _t in self.consumed]
+
+
+def produce_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    """Idempotent acks=all produce of ``values`` round-robin over the partitions; all must be acked."""
+    from confluent_kafka import KafkaError, Message, Producer
+
+    failed: list[str] = []
+
+    def delivered(err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    )
+    for i, v in enumerate(values):
+        producer.produce(topic, value=v, partition=i % PARTITIONS, on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not failed, failed[:3]
+
+
+def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
+    cluster: list[KafkaBroker], tmp_path: Path
+) -> None:
+    """Two confluent-kafka members bootstrapped from broker 1; the group's coordinator (broker 2, which
+    also leads partitions) is killed -9: FindCoordinator names a live broker, committed offsets are kept,
+    consumption resumes after the last commit, and records produced after the kill are consumed."""
+    from topiclake.platform.cluster.assignment import coordinator_for
+
+    topic = "cg"
+    entry = cluster[0]
+    victim = cluster[1]
+    group = next(f"g{i}" for i in range(1000) if coordinator_for(f"g{i}", [1, 2, 3]) == victim.broker_id)
+    create_topic(entry.bootstrap, topic)
+    first = [f"a{i:05d}".encode() for i in range(600)]
+    second = [f"b{i:05d}".encode() for i in range(600)]
+    produce_all(entry.bootstrap, topic, first)
+    assert victim.broker_id in set(leaders(entry, topic).values())
+
+    members = [Member(f"m{i}", entry.bootstrap, group, topic) for i in (1, 2)]
+    for m in members:
+        m.thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(set(members[0].values()) | set(members[1].values())) < len(first):
+            assert time.monotonic() < deadline, "the first half was not consumed"
+            time.sleep(0.1)
+        assert find_coordinator(entry, group) == victim.broker_id
+        time.sleep(1.0)  # the last batch's commit
+        before = {m.name: len(m.consumed) for m in members}
+        victim.proc.kill9()
+        killed_at = time.monotonic()
+        produce_all(entry.bootstrap, topic, second)
+        produced_in = time.monotonic() - killed_at
+        while len(set(members[0].values()) | set(members[1].values())) < len(first) + len(second):
+            assert time.monotonic() < deadline + 60, "the second half was not consumed"
+            time.sleep(0.1)
+        resumed = min(t for m in members for _p, _o, v, t in m.consumed if v.startswith(b"b")) - killed_at
+        time.sleep(1.0)
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.thread.join(30)
+    new_coordinator = find_coordinator(entry, group)
+    assert new_coordinator in (1, 3) and new_coordinator == coordinator_for(group, [1, 3])
+
+    after = [c for m in members for c in m.consumed[before[m.name] :]]
+    again = [v for _p, _o, v, _t in after if v.startswith(b"a")]
+    uncommitted = set().union(*(m.uncommitted for m in members))
+    # resumed after the last commit: what was consumed and committed before the kill is not read again
+    assert set(again) <= uncommitted, f"committed, consumed again: {sorted(set(again) - uncommitted)[:5]}"
+    everything = [v for m in members for v in m.values()]
+    assert set(everything) == set(first) | set(second)
+    dup = len(everything) - len(set(everything))
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    check = Consumer({"bootstrap.servers": entry.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = check.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        ends = [check.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(6)]
+    finally:
+        check.close()
+    assert [tp.offset for tp in committed] == ends and sum(ends) == len(first) + len(second)
+    errors = [e for m in members for e in m.commit_errors]
+    print(
+        f"\nconsumer group: consumed {len(everything)} ({dup} again), commit errors {len(errors)}, "
+        f"coordinator {victim.broker_id} -> {new_coordinator}, second half produced in {produced_in:.1f} s, "
+        f"first record after the kill consumed {resumed:.1f} s after it"
+    )
