@@ -7,13 +7,19 @@ leader move). Measured numbers are logged (``-s`` or the log capture) and record
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
+from broker_harness import wait_for
 from kafka_cluster import FAST_ENV, KafkaBroker, find_coordinator, leaders, start_kafka_brokers, table_rows
 
 pytestmark = pytest.mark.slow
@@ -21,23 +27,45 @@ pytestmark = pytest.mark.slow
 logger = logging.getLogger(__name__)
 
 PARTITIONS = 6
-BEFORE_KILL_S = 2.0  # producing before the kill
-AFTER_KILL_S = 8.0  # producing after the kill (the session timeout is 2.5 s)
+BEFORE_KILL_S = 1.5  # producing before the kill
+AFTER_KILL_S = 6.0  # producing after the kill (the session timeout is 2.5 s)
 MAX_RECORDS = 4000
 PACE_S = 0.004  # ~250 records/s offered
 
 
+@pytest.fixture(scope="module")
+def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[KafkaBroker]]:
+    """Three brokers with Kafka listeners over one warehouse, shared by this module's tests (starting
+    three is the slow part here); stopped by pid at the end."""
+    logs = tmp_path_factory.mktemp("kafka-failover")
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in FAST_ENV.items():
+            mp.setenv(k, v)
+        brokers = start_kafka_brokers(logs / "wh", logs, 3)
+        try:
+            yield brokers
+        finally:
+            for b in brokers:
+                b.proc.stop()
+
+
 @pytest.fixture
-def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[KafkaBroker]]:
-    """Three brokers with Kafka listeners over one warehouse; stopped by pid after the test."""
-    for k, v in FAST_ENV.items():
-        monkeypatch.setenv(k, v)
-    brokers = start_kafka_brokers(tmp_path / "wh", tmp_path, 3)
-    try:
-        yield brokers
-    finally:
-        for b in brokers:
-            b.proc.stop()
+def cluster(three_brokers: list[KafkaBroker]) -> list[KafkaBroker]:
+    """The three brokers, each alive: one a previous test killed is started again (same ports)."""
+    dead = [b for b in three_brokers if not b.proc.alive]
+    if dead:
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in FAST_ENV.items():
+                mp.setenv(k, v)
+            for b in dead:
+                b.proc.start()
+
+        def all_listed() -> bool:
+            doc = httpx.get(f"{three_brokers[0].proc.url}/v1/metadata", timeout=5).json()
+            return len(doc["brokers"]) == len(three_brokers)
+
+        wait_for(all_listed, 30, "every broker in the metadata again")
+    return three_brokers
 
 
 @dataclass
@@ -187,7 +215,7 @@ def prepare(cluster: list[KafkaBroker], topic: str) -> tuple[KafkaBroker, set[in
 
 
 def test_confluent_kafka_producer_survives_the_kill_of_its_bootstrap_broker(
-    cluster: list[KafkaBroker], tmp_path: Path
+    cluster: list[KafkaBroker],
 ) -> None:
     from confluent_kafka import KafkaError, Message, Producer
 
@@ -223,14 +251,14 @@ def test_confluent_kafka_producer_survives_the_kill_of_its_bootstrap_broker(
     finally:
         print("client errors:", errors[-10:])
     assert producer.flush(70) == 0, "sends left unanswered"
-    check("confluent-kafka", tmp_path / "wh", topic, outcome, moved, killed_at, cluster[1])
+    check("confluent-kafka", cluster[0].proc.warehouse, topic, outcome, moved, killed_at, cluster[1])
     # a client bootstrapped from a live broker sees the moved leaders, none on the dead broker
     ids, now = metadata_leaders(cluster[1].bootstrap, topic)
     assert ids == {2, 3} and set(now.values()) <= {2, 3}
 
 
 def test_kafka_python_producer_survives_the_kill_of_its_bootstrap_broker(
-    cluster: list[KafkaBroker], tmp_path: Path
+    cluster: list[KafkaBroker],
 ) -> None:
     from kafka import KafkaProducer
 
@@ -259,7 +287,7 @@ def test_kafka_python_producer_survives_the_kill_of_its_bootstrap_broker(
         producer.flush(70)
     finally:
         producer.close(10)
-    check("kafka-python", tmp_path / "wh", topic, outcome, moved, killed_at, cluster[1])
+    check("kafka-python", cluster[0].proc.warehouse, topic, outcome, moved, killed_at, cluster[1])
 
 
 class Member:
@@ -335,7 +363,7 @@ def produce_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
-    cluster: list[KafkaBroker], tmp_path: Path
+    cluster: list[KafkaBroker],
 ) -> None:
     """Two confluent-kafka members bootstrapped from broker 1; the group's coordinator (broker 2, which
     also leads partitions) is killed -9: FindCoordinator names a live broker, committed offsets are kept,
@@ -404,3 +432,71 @@ def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
         f"coordinator {victim.broker_id} -> {new_coordinator}, second half produced in {produced_in:.1f} s, "
         f"first record after the kill consumed {resumed:.1f} s after it"
     )
+
+
+def client_classpath(version: str) -> str:
+    """kafka-clients of ``version`` and its runtime jars, from the jars tests/kafka resolve (4.2.0 with
+    Kafka's tools; 3.9.2, the one Spark 4.2's connector uses, with spark-sql-kafka)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka"))
+    from kafka_jars import classpath, spark_kafka_jars
+
+    tools = classpath().split(os.pathsep)
+    jars = tools if version == "4.2.0" else spark_kafka_jars()
+    (clients,) = [j for j in jars if Path(j).name == f"kafka-clients-{version}.jar"]
+    needs = ("slf4j-api", "lz4-java", "snappy-java", "zstd-jni")
+    runtime = [j for j in tools if Path(j).name.startswith(needs)]
+    return os.pathsep.join([clients, *runtime])
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK (the Spark tests need one too)")
+@pytest.mark.parametrize("version", ["4.2.0", "3.9.2"])
+def test_java_producer_survives_the_kill_of_its_bootstrap_broker(
+    cluster: list[KafkaBroker], version: str
+) -> None:
+    """Kafka's own Java producer (kafka-clients 4.2.0, and 3.9.2, which never goes back to its bootstrap
+    list), acks=all and idempotent, bootstrapped from broker 1, which is killed -9 while it produces."""
+    topic = "jv" + version.replace(".", "")
+    victim, moved = prepare(cluster, topic)
+    outcome = Outcome()
+    program = Path(__file__).resolve().parent / "java" / "FailoverProducer.java"
+    seconds = "60"  # at most; stopped by a line on its stdin
+    args = [victim.bootstrap, topic, str(PARTITIONS), seconds, "4"]
+    cmd = ["java", "-cp", client_classpath(version), str(program), *args]
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.strip())
+            parts = line.split()
+            if parts and parts[0] == "ACK":
+                outcome.ack(parts[1].encode(), int(parts[2]), int(parts[3]))
+            elif parts and parts[0] == "FAIL":
+                outcome.fail(parts[1].encode(), line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not outcome.acked:
+            assert proc.poll() is None and time.monotonic() < deadline, "the Java producer did not start"
+            time.sleep(0.05)
+        time.sleep(BEFORE_KILL_S)
+        victim.proc.kill9()
+        killed_at = time.monotonic()
+        time.sleep(AFTER_KILL_S)
+        assert proc.stdin is not None
+        proc.stdin.write("stop\n")
+        proc.stdin.close()
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    reader.join(10)
+    assert proc.returncode == 0 and lines and lines[-1] == "DONE", lines[-5:]
+    outcome.sent = len(outcome.acked) + len(outcome.failed)
+    check(f"java {version}", cluster[0].proc.warehouse, topic, outcome, moved, killed_at, cluster[1])
