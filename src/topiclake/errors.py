@@ -29,13 +29,41 @@ class TopiclakeError(Exception):
         self.details: dict[str, Any] = {k: v for k, v in details.items() if v is not None}
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the error as a JSON-ready dict: code, message, retriable and details."""
+        """Return the error as a JSON-ready dict: code, message, retriable and details.
+
+        Details often echo the client's input (a partition count, a list index, a config value), so they are
+        made encodable by any JSON library: integers outside 64 bits, non-finite floats, bytes and other
+        objects become strings, mapping keys become strings.
+        """
         return {
             "code": self.code,
             "message": self.message,
             "retriable": self.retriable,
-            **({"details": self.details} if self.details else {}),
+            **({"details": json_safe(self.details)} if self.details else {}),
         }
+
+
+_INT64 = 1 << 63
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """``value`` with everything a strict JSON encoder (orjson: 64-bit integers, finite floats) refuses
+    turned into strings; containers are copied, nesting is cut at 32 levels."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value if -_INT64 <= value < _INT64 else str(value)
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if depth >= 32:
+        return repr(value)[:200]
+    if isinstance(value, dict):
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v, depth + 1) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 class InvalidRequest(TopiclakeError):

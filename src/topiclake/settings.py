@@ -109,6 +109,19 @@ class GatewaySettings(BaseSettings):
     )
     jwt_issuer: str | None = Field(None, description="Required `iss` of JWT bearer tokens, when set.")
     jwt_audience: str | None = Field(None, description="Required `aud` of JWT bearer tokens, when set.")
+    # -- quotas per principal (docs/quotas.md; 0 = unlimited) ------------------------------------------------
+    quota_produce_bytes_per_s: float = Field(
+        0, ge=0, description="Produce bytes/s per principal (Kafka's producer_byte_rate); 0 = unlimited."
+    )
+    quota_fetch_bytes_per_s: float = Field(
+        0, ge=0, description="Fetch bytes/s per principal (Kafka's consumer_byte_rate); 0 = unlimited."
+    )
+    quota_request_rate: float = Field(0, ge=0, description="Requests/s per principal; 0 = unlimited.")
+    quota_overrides: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description='Per-principal quotas, JSON: {"User:alice": {"produce_bytes_per_s": 1048576}}; the kinds '
+        "an override omits keep the defaults.",
+    )
 
     @field_validator("super_users", mode="before")
     @classmethod

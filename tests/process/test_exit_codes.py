@@ -8,6 +8,7 @@ open Delta tables, 4 at a time, beside a CPU-burning process: every one must exi
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
@@ -119,3 +121,44 @@ def test_run_and_exit_maps_outcomes_to_codes(body: str, code: int, stderr: str) 
     )
     assert proc.returncode == code, proc.stderr
     assert stderr in proc.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_stopped_by_a_signal_shuts_down_and_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
+    """uvicorn re-raises the stop signal after shutting down (exit 143); serve ends normally instead."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "topiclake"), "serve", "--warehouse", str(tmp_path / "wh"), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "TOPICLAKE_SOFT_EXIT"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.stderr.read() if proc.stderr else ""
+            )
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err[-2000:]
+    assert "broker 0 closed" in err and "Finished server process" in err, err[-2000:]

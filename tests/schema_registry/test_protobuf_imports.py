@@ -162,7 +162,25 @@ def test_imports_that_do_not_resolve_are_refused_and_nothing_is_stored(stack: St
 
     # with the reference registered, it parses; changing an imported type's field is incompatible
     assert register("common/address.proto", ADDRESS_PROTO).status_code == 200
-    assert register("o-value", ORDER_PROTO_V1, [ref]).status_code == 200
+    sid = register("o-value", ORDER_PROTO_V1, [ref]).json()["id"]
+    # records written with the .proto text version read back by Confluent's deserializer, which fetches the
+    # schema and its reference as descriptors (format=serialized)
+    stack.broker.create_topic("o")
+    record = {"id": 4, "at": "2024-01-01T00:00:00Z", "shipTo": {"city": "Rome", "zip": 3}, "status": "PAID"}
+    r = _post(stack, "o", PROTOBUF_V2, {"value_schema_id": sid, "records": [{"value": record}]})
+    assert r.json()["offsets"][0]["error_code"] is None, r.text
+    (value,) = _values(stack, "o")
+    client = SchemaRegistryClient({"url": url})
+    got = ProtobufDeserializer(order_class(1), CONF, client)(
+        value, SerializationContext("o", MessageField.VALUE)
+    )
+    assert (got.id, got.at.seconds, got.ship_to.city, got.ship_to.zip, got.status) == (
+        4,
+        1704067200,
+        "Rome",
+        3,
+        1,
+    )
     changed = ORDER_PROTO_V1.replace("google.protobuf.Timestamp at = 2;", "string at = 2;")
     r = register("o-value", changed, [ref])
     assert r.status_code == 409, r.text

@@ -77,3 +77,10 @@ def test_lag_and_ends_after_a_partition_is_emptied(
     assert _lag(spark) == {
         x.partition: (x.committed_offset, x.end_offset, x.lag) for x in broker.groups.lag("billing")
     }
+
+    # the recorded ends, as the topic's own time travel reads them (docs/sql.md): as of now, every record
+    history = spark.sql(
+        "SELECT partition, max(end_offset) AS end_offset FROM topiclake.partition_offsets_history "
+        "WHERE topic = 'orders' AND recorded_at <= current_timestamp() GROUP BY partition"
+    ).collect()
+    assert {r["partition"]: r["end_offset"] for r in history} == {0: 5, 1: 7, 2: 0}

@@ -52,8 +52,22 @@ def _key_class() -> type:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.OrderKey"))
 
 
-def _post(gateway: str, ctype: str, body: object) -> httpx.Response:
-    r = httpx.post(f"{gateway}/topics/orders", json=body, headers={"Content-Type": ctype})
+def _ping_class() -> type:
+    """``t.Ping``, the second message of its file: the first (``Meta``) is a helper that ``Ping`` uses."""
+    f = descriptor_pb2.FileDescriptorProto(name="ping.proto", package="t", syntax="proto3")
+    t = descriptor_pb2.FieldDescriptorProto
+    meta = f.message_type.add(name="Meta")
+    meta.field.add(name="host", number=1, type=t.TYPE_STRING, label=t.LABEL_OPTIONAL)
+    ping = f.message_type.add(name="Ping")
+    ping.field.add(name="meta", number=1, type=t.TYPE_MESSAGE, type_name=".t.Meta", label=t.LABEL_OPTIONAL)
+    ping.field.add(name="n", number=2, type=t.TYPE_INT32, label=t.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("t.Ping"))
+
+
+def _post(gateway: str, ctype: str, body: object, topic: str = "orders") -> httpx.Response:
+    r = httpx.post(f"{gateway}/topics/{topic}", json=body, headers={"Content-Type": ctype})
     assert r.status_code == 200 and all(o["error_code"] is None for o in r.json()["offsets"]), r.text
     return r
 
@@ -100,8 +114,17 @@ def test_protobuf_typed_view_decodes_each_record_with_its_own_version(
         assert producer.flush(30) == 0
         del producer  # librdkafka's threads end with the object, before the listener stops
 
+        stack.broker.create_topic("pings")
+        ping = _ping_class()
+        pings = SerializationContext("pings", MessageField.VALUE)
+        framed = ProtobufSerializer(ping, client, CONF)(ping(meta={"host": "h1"}, n=7), pings)
+        assert framed is not None and framed[5:7] == b"\x02\x02"  # message indexes [1]
+        _post(stack.gateway_url, binary, {"records": [{"value": _b64(framed)}]}, "pings")
+
     result = register_tables(spark, warehouse)
-    assert result.typed_views == {"orders": "topiclake.orders_typed"}
+    assert result.typed_views == {"orders": "topiclake.orders_typed", "pings": "topiclake.pings_typed"}
+    ping_row = spark.sql("SELECT meta.host, n FROM topiclake.pings_typed").collect()
+    assert [tuple(r) for r in ping_row] == [("h1", 7)]  # the file's main message, not its first
     columns = spark.table("topiclake.orders_typed").columns
     assert columns[:8] == [
         *("partition", "offset", "timestamp", "timestampType", "headers", "key"),

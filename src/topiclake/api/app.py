@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 import topiclake
 from topiclake import console
-from topiclake.api import errors
+from topiclake.api import errors, openapi_links
 from topiclake.api.auth import AuthMiddleware
 from topiclake.api.auth.access import make_security
 from topiclake.api.consumer_instances import ConsumerInstanceManager
@@ -19,6 +19,7 @@ from topiclake.api.deps import advertised
 from topiclake.api.fast_produce import FastProduce
 from topiclake.api.forwarding import ClusterRouting, HttpForwarder
 from topiclake.api.metrics import GatewayMetrics, RequestCounter
+from topiclake.api.quota_limit import QuotaLimit
 from topiclake.api.routes import (
     group_members,
     health,
@@ -37,6 +38,7 @@ from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
 from topiclake.schema_registry import SchemaRegistry, serde
+from topiclake.security.quotas import quotas_from_settings
 from topiclake.settings import GatewaySettings
 
 logger = logging.getLogger(__name__)
@@ -124,6 +126,7 @@ def create_app(
                 principal_mapper=principal_mapper(settings),
                 security=app.state.security,
                 sasl_mechanisms=settings.kafka_sasl_mechanisms,
+                quotas=app.state.quotas,
             )
             try:
                 await kafka.start()
@@ -163,6 +166,13 @@ def create_app(
     app.state.metrics = metrics
     errors.install(app)
     app.add_middleware(FastProduce)  # innermost: counted and routed like any request
+    app.state.quotas = quotas_from_settings(
+        settings.quota_produce_bytes_per_s,
+        settings.quota_fetch_bytes_per_s,
+        settings.quota_request_rate,
+        settings.quota_overrides,
+    )
+    app.add_middleware(QuotaLimit, quotas=app.state.quotas)  # inside auth: knows the principal (quotas.md)
     app.add_middleware(RequestCounter, metrics=metrics)
     app.add_middleware(ClusterRouting, tls=broker_client_context(settings))
     app.add_middleware(AuthMiddleware)  # outermost: nothing is routed, counted or forwarded unauthenticated
@@ -180,4 +190,5 @@ def create_app(
     ):
         app.include_router(module.router)
     console.mount(app, settings.console_sample_ms / 1000)  # the web console at /ui (docs/console.md)
+    openapi_links.install(app)  # links for clients and the stateful fuzzer (tests/security)
     return app

@@ -132,7 +132,15 @@ def error_response(request: Request, exc: e.TopiclakeError) -> Response:
     elif status == 503:
         headers["Retry-After"] = "1"
     media = "application/json" if is_native(request.url.path) else _confluent_media(request)
-    return Response(orjson.dumps(body), status_code=status, headers=headers, media_type=media)
+    return Response(encode(body), status_code=status, headers=headers, media_type=media)
+
+
+def encode(body: Any) -> bytes:
+    """An error body as JSON bytes, whatever input it echoes (see :func:`topiclake.errors.json_safe`)."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError: a 65-bit integer, a NaN key...
+        return orjson.dumps(e.json_safe(body))
 
 
 def _confluent_media(request: Request) -> str:

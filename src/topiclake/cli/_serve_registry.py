@@ -17,6 +17,7 @@ import uvicorn
 from topiclake.api import create_app
 from topiclake.api.auth import AuthMiddleware
 from topiclake.api.tls import scheme, uvicorn_tls_options
+from topiclake.cli._graceful import GracefulServer
 from topiclake.errors import InvalidConfig
 from topiclake.platform import Storage
 from topiclake.schema_registry import SchemaRegistry
@@ -69,7 +70,7 @@ def serve_with_registry(settings: GatewaySettings) -> None:
     logger.info(
         "schema registry on %s://%s:%d", scheme(settings), settings.host, settings.schema_registry_port
     )
-    gateway = uvicorn.Server(
+    gateway = GracefulServer(  # a SIGTERM/Ctrl+C stop ends serve normally (exit 0), see _graceful
         uvicorn.Config(
             gateway_app,
             host=settings.host,

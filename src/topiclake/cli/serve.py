@@ -104,6 +104,24 @@ def serve(
         str | None,
         typer.Option(help="This broker's rack, reported in metadata.", envvar="TOPICLAKE_BROKER__RACK"),
     ] = None,
+    # -- quotas per principal (docs/quotas.md; per-principal overrides: TOPICLAKE_QUOTA_OVERRIDES) -----------
+    quota_produce_bytes_per_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Produce bytes/s per principal (0 = unlimited).",
+            envvar="TOPICLAKE_QUOTA_PRODUCE_BYTES_PER_S",
+        ),
+    ] = None,
+    quota_fetch_bytes_per_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Fetch bytes/s per principal (0 = unlimited).", envvar="TOPICLAKE_QUOTA_FETCH_BYTES_PER_S"
+        ),
+    ] = None,
+    quota_request_rate: Annotated[
+        float | None,
+        typer.Option(help="Requests/s per principal (0 = unlimited).", envvar="TOPICLAKE_QUOTA_REQUEST_RATE"),
+    ] = None,
     # -- security (docs/security.md) ------------------------------------------------------------------
     auth: Annotated[
         bool | None,
@@ -154,6 +172,9 @@ def serve(
             "tls_ca": tls_ca,
             "tls_principal_mapping_rules": tls_principal_mapping_rules,
             "kafka_sasl_mechanisms": kafka_sasl_mechanisms,
+            "quota_produce_bytes_per_s": quota_produce_bytes_per_s,
+            "quota_fetch_bytes_per_s": quota_fetch_bytes_per_s,
+            "quota_request_rate": quota_request_rate,
             "auth": auth,
             "users_file": users_file,
             "super_users": super_users,
@@ -195,20 +216,24 @@ def serve(
 
         serve_with_registry(settings)
         return
+    from topiclake.cli._graceful import GracefulServer
+
     gateway = create_app(settings)
-    try:
-        uvicorn.run(
+    server = GracefulServer(
+        uvicorn.Config(
             gateway,
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,
             **uvicorn_tls_options(settings),
         )
-    except SystemExit:
+    )
+    server.run()  # a SIGTERM/Ctrl+C stop returns here after a graceful shutdown: exit 0
+    if not server.started:
         error = getattr(gateway.state, "startup_error", None)
         if error is not None:  # e.g. BrokerIdInUse: exit 1 with its message, like every other command
             raise error from None
-        raise
+        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE (e.g. the port is taken)
 
 
 @app.command()

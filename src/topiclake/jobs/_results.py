@@ -56,10 +56,12 @@ class TopicResult:
         partition; :mod:`topiclake.platform.partition_offsets`)."""
         from topiclake.jobs._tables import end_state
         from topiclake.platform.partition_offsets import record_partition_offsets
+        from topiclake.platform.topic_log import partition_app_id
 
         self.files_after, self.bytes_after, self.log_start_offsets = end_state(storage, topic, partitions)
         try:
-            record_partition_offsets(storage, TopicCatalog(storage).get(topic), recorded_by="jobs")
+            info = TopicCatalog(storage).get(topic)
+            record_partition_offsets(storage, info, partition_app_id, recorded_by="jobs")
         except TopiclakeError as exc:  # the job's own work is done and stays done
             logger.warning("topic %s: partition offsets not recorded: %s", topic, exc.message)
 

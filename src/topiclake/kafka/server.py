@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from topiclake.errors import TopiclakeError
-from topiclake.kafka import codec, sasl
+from topiclake.kafka import codec, quota, sasl
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.authz import guarded
 from topiclake.kafka.classic_groups import ClassicGroups
@@ -29,6 +29,7 @@ from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
 from topiclake.security import ANONYMOUS, Security
 from topiclake.security.inter_broker import CLIENT
+from topiclake.security.quotas import Quotas
 from topiclake.security.tls import PrincipalMapper, peer_principal
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class KafkaListener:
             with SASL (or bring a TLS client certificate) before anything but ApiVersions and SASL.
         principal_mapper: How a client certificate's DN becomes its principal (default: the whole DN).
         sasl_mechanisms: Comma-separated SASL mechanisms to offer (:func:`topiclake.kafka.sasl.mechanisms`).
+        quotas: Client quotas per principal (shared with HTTP; kafka/quota.py), none by default.
     """
 
     def __init__(
@@ -82,8 +84,10 @@ class KafkaListener:
         security: Security | None = None,
         sasl_mechanisms: str | None = None,
         principal_mapper: PrincipalMapper | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.broker = broker
+        self.quotas = quotas
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -265,6 +269,8 @@ class KafkaListener:
             return None
         try:
             encoded = codec.encode_response(api_key, version, correlation_id, data)
+            if self.quotas is not None and self.quotas.enabled:
+                encoded = await quota.throttled(self.quotas, state, peer, frame, data, encoded)
             return _Last(encoded) if state.close_after_answer else encoded
         except Exception:
             logger.exception("kafka %s: cannot encode api key %d v%d answer; closing", peer, api_key, version)

@@ -52,6 +52,13 @@ class BrokerConfig(BaseModel):
         description="Delta log entries older than this (and than the last checkpoint) are deleted: the "
         "Delta time-travel window. Longer windows keep more files in _delta_log and slow every commit.",
     )
+    offsets_history_ms: int = Field(
+        60_000,
+        ge=0,
+        description="How often the leader of a topic's partition 0 records every partition's log start and "
+        "end offsets in _system/partition_offsets (when they changed): the topic's own time travel, to "
+        "within this interval, beyond the short Delta log window (docs/sql.md). 0: never.",
+    )
     compact_min_files: int = Field(
         16, ge=2, description="Compact a (partition, segment) once it has this many small files."
     )

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, write_deltalake
 from deltalake.exceptions import DeltaError
 
+from topiclake.errors import TopiclakeError
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.file_index import DataFile, FileIndex, build_index, read_files
 from topiclake.platform.leases import active_leases
@@ -72,8 +73,11 @@ class TableMaintainer:
         storage: Storage,
         config: BrokerConfig,
         leads: Callable[[int], bool] | None = None,
+        history: Callable[[DeltaTable], None] | None = None,
     ) -> None:
         self.topic = topic
+        self._history = history  # records the partitions' ends (topiclake.platform.partition_offsets)
+        self._last_history = time.monotonic()
         self._leads = leads or (lambda _p: True)
         self.uri = uri
         self._storage = storage
@@ -99,6 +103,7 @@ class TableMaintainer:
                 dt = self._handle()
                 if self._leads(0):
                     self._checkpoint(dt)
+                    self._record_history(dt)
                 self._compact(dt)
                 if self._leads(0):
                     self._vacuum(dt)
@@ -109,6 +114,16 @@ class TableMaintainer:
                 logger.warning("topic %s: maintenance round failed (%s); will retry", self.topic, exc)
             self.stats.durations_ms.append((time.perf_counter() - started) * 1000)
             del self.stats.durations_ms[:-1000]
+
+    def _record_history(self, dt: DeltaTable) -> None:
+        interval = self._config.offsets_history_ms / 1000
+        if self._history is None or not interval or time.monotonic() - self._last_history < interval:
+            return
+        self._last_history = time.monotonic()
+        try:
+            self._history(dt)
+        except TopiclakeError as exc:  # a lost bound only: the next round records again
+            logger.warning("topic %s: partition offsets not recorded: %s", self.topic, exc.message)
 
     def _checkpoint(self, dt: DeltaTable) -> None:
         version = dt.version()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -22,7 +23,6 @@ from topiclake.errors import StorageError
 from topiclake.platform.catalog import TopicInfo
 from topiclake.platform.file_index import build_index
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_log import partition_app_id
 from topiclake.schemas.partition_offsets import (
     PARTITION_OFFSETS_SCHEMA,
     PARTITION_OFFSETS_TABLE,
@@ -35,15 +35,23 @@ _FOREIGN = (DeltaError, OSError, pa.ArrowException)
 _ATTEMPTS = 5
 
 
-def partition_ends(storage: Storage, info: TopicInfo) -> dict[int, tuple[int, int]]:
-    """(log start offset, end offset) of every partition of a topic, read from its table now."""
+#: The ``txn`` app id of a partition's high watermark (``topiclake.platform.topic_log.partition_app_id``,
+#: passed in by callers so that this module sits below the topic log).
+AppId = Callable[[str, int], str]
+
+
+def partition_ends(
+    storage: Storage, info: TopicInfo, app_id: AppId, table: DeltaTable | None = None
+) -> dict[int, tuple[int, int]]:
+    """(log start offset, end offset) of every partition of a topic, read from its table (or ``table``)."""
     uri = storage.topic_uri(info.name)
     try:
-        table = DeltaTable(uri, storage_options=storage.options())
+        if table is None:
+            table = DeltaTable(uri, storage_options=storage.options())
         index = build_index(table, storage.filesystem(uri))
         out: dict[int, tuple[int, int]] = {}
         for p in range(info.partitions):
-            hwm = table.transaction_version(partition_app_id(info.name, p))
+            hwm = table.transaction_version(app_id(info.name, p))
             end = int(hwm) if hwm is not None else (index.end_offset(p) or 0)
             start = index.log_start_offset(p)
             out[p] = (end if start is None else start, end)
@@ -53,14 +61,20 @@ def partition_ends(storage: Storage, info: TopicInfo) -> dict[int, tuple[int, in
 
 
 def record_partition_offsets(
-    storage: Storage, info: TopicInfo, recorded_by: str = "topiclake"
+    storage: Storage,
+    info: TopicInfo,
+    app_id: AppId,
+    recorded_by: str = "topiclake",
+    table: DeltaTable | None = None,
 ) -> dict[int, tuple[int, int]]:
     """Append the current ends of every partition of ``info`` to ``_system/partition_offsets``.
 
     Args:
         storage: The warehouse.
         info: The topic (its ``topic_id`` keys the rows).
+        app_id: ``partition_app_id`` of the topic log.
         recorded_by: Who records (a job's name, a broker), for the curious.
+        table: A current handle of the topic table, if the caller has one.
 
     Returns:
         The ends recorded: partition -> (log start offset, end offset).
@@ -68,7 +82,7 @@ def record_partition_offsets(
     Raises:
         StorageError: The topic table or the offsets table cannot be read or written.
     """
-    ends = partition_ends(storage, info)
+    ends = partition_ends(storage, info, app_id, table)
     n = len(ends)
     rows = pa.Table.from_arrays(
         [

@@ -110,6 +110,17 @@ class ProtobufSchema(ParsedSchema):
         prefix = f"{self._fdp.package}." if self._fdp.package else ""
         return f"{prefix}{self._fdp.message_type[0].name}"
 
+    def root_message(self) -> tuple[int, str]:
+        """The index and full name of the file's main message: the first top-level message that no other
+        message of the file uses as a field type (the first one if each is used), or ``(-1, "")``."""
+        prefix = f"{self._fdp.package}." if self._fdp.package else ""
+        names = [f"{prefix}{m.name}" for m in self._fdp.message_type]
+        used = {t for fields in self.fields.values() for t, _card in fields.values()}
+        for i, name in enumerate(names):
+            if name not in used:
+                return i, name
+        return (0, names[0]) if names else (-1, "")
+
     def codec(self) -> Any:
         """The message classes of this file (built on first use; see ``_protobuf_codec``)."""
         if self._codec is None:

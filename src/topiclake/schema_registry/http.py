@@ -342,6 +342,38 @@ def _install_errors(app: FastAPI) -> None:
     app.add_exception_handler(Exception, on_unknown)
 
 
+_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error_code", "message"],
+    "properties": {"error_code": {"type": "integer"}, "message": {"type": "string"}},
+}
+
+
+def _document_answers(app: FastAPI) -> None:
+    """OpenAPI documents what the registry answers: its media type, and Confluent's error shape for every
+    4xx/5xx (FastAPI's own 422 shape is never answered here)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            errors = {m: {"schema": _ERROR_SCHEMA} for m in (MEDIA_TYPE, "application/json")}
+            for operations in schema.get("paths", {}).values():
+                for op in operations.values():
+                    responses = op.setdefault("responses", {})
+                    for status, answer in responses.items():
+                        content = answer.get("content", {})
+                        if status.startswith("2") and "application/json" in content:
+                            content.setdefault(MEDIA_TYPE, content["application/json"])
+                    responses["422"] = {"description": "Unprocessable.", "content": errors}
+                    responses.setdefault("4XX", {"description": "Refused.", "content": errors})
+                    responses.setdefault("5XX", {"description": "Backend error.", "content": errors})
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_registry_app(registry: SchemaRegistry) -> FastAPI:
     """The schema registry's FastAPI app over ``registry``."""
     app = FastAPI(
@@ -353,4 +385,5 @@ def create_registry_app(registry: SchemaRegistry) -> FastAPI:
     _install_errors(app)
     app.include_router(router)
     app.add_middleware(SlashedSubjects)
+    _document_answers(app)
     return app

@@ -1,5 +1,9 @@
 """Schema of ``_system/partition_offsets``: both ends of partitions' logs, recorded when records are removed.
 
+Also the topics' own time travel: the leader of partition 0 records the ends every
+``offsets_history_ms`` (when they moved), so "the topic as of T" is every partition below the largest end
+recorded at or before T.
+
 A partition's end offset (its high watermark) is a Delta ``txn`` action of its topic table, which SQL
 cannot read, and once retention or key compaction removed every record of a partition its table holds
 no row to take the ends from. Whatever removes records (the retention, key-compaction and other jobs,
@@ -34,6 +38,6 @@ PARTITION_OFFSETS_SCHEMA = pa.schema(
 
 PARTITION_OFFSETS_TABLE_PROPERTIES: dict[str, str] = {
     **SYSTEM_TABLE_PROPERTIES,
-    "delta.logRetentionDuration": "interval 7 days",
+    "delta.logRetentionDuration": "interval 1 hours",  # a long log slows every append (docs/decisions.md)
     "delta.enableExpiredLogCleanup": "true",
 }

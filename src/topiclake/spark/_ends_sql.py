@@ -15,6 +15,8 @@ from topiclake.spark._catalog_sql import literal
 
 #: Name of the view in the topics' database.
 ENDS_VIEW = "partition_offsets"
+#: Name of the view of every recorded end (the topics' own time travel, docs/sql.md).
+HISTORY_VIEW = "partition_offsets_history"
 
 _EMPTY = (
     "SELECT CAST(NULL AS STRING) AS topic, CAST(NULL AS INT) AS partition, "
@@ -44,11 +46,7 @@ def ends_view_sql(
         for topic, table in sorted(registered.items())
     ] or [_EMPTY]
     bounds: list[str] = []
-    wanted = [
-        f"(topic = {literal(t)} AND topic_id = {literal(topic_ids[t])})"
-        for t in sorted(registered)
-        if t in topic_ids
-    ]
+    wanted = _wanted(registered, topic_ids)
     if recorded is not None and wanted:
         bounds.append(
             "SELECT topic, partition, log_start_offset AS lo, end_offset AS hi "
@@ -74,4 +72,21 @@ def ends_view_sql(
         "SELECT coalesce(l.topic, m.topic) AS topic, coalesce(l.partition, m.partition) AS partition,\n"
         "       coalesce(l.lo, m.lo) AS log_start_offset, greatest(l.hi, m.hi) AS end_offset\n"
         "FROM live l FULL OUTER JOIN marked m ON l.topic = m.topic AND l.partition = m.partition"
+    )
+
+
+def _wanted(registered: dict[str, str], topic_ids: dict[str, str]) -> list[str]:
+    return [
+        f"(topic = {literal(t)} AND topic_id = {literal(topic_ids[t])})"
+        for t in sorted(registered)
+        if t in topic_ids
+    ]
+
+
+def history_view_sql(registered: dict[str, str], recorded: str, topic_ids: dict[str, str]) -> str:
+    """The body of ``partition_offsets_history``: every recorded end of the registered topics."""
+    wanted = _wanted(registered, topic_ids) or ["false"]
+    return (
+        "SELECT topic, partition, log_start_offset, end_offset, recorded_at, recorded_by\n"
+        f"FROM {recorded}\nWHERE {' OR '.join(wanted)}"
     )

@@ -15,8 +15,8 @@ DECIMAL(20,0); float FLOAT; double DOUBLE; bool BOOLEAN; string STRING; bytes BI
 value's name); messages STRUCT; repeated ARRAY; maps MAP; ``google.protobuf.Timestamp`` TIMESTAMP; the
 wrappers (``google.protobuf.Int32Value`` ...) their scalar, NULL when unset. A field with presence (a message,
 a oneof member, a proto3 ``optional`` or proto2 field) is NULL when unset; a proto3 scalar without presence
-shows its default (0, '', false, the first enum value), as protobuf reads it. A message type that contains
-itself is cut at its second level as BINARY (the raw message). Empty messages are left out.
+shows its default (0, '', false, the first enum value), as protobuf reads it. A field whose message type
+encloses it (a recursive type) is BINARY: the raw message. Fields of messages without fields are left out.
 """
 
 from __future__ import annotations
@@ -148,7 +148,10 @@ class _Gen:
 
             def token(g: str) -> str:
                 q = f"{a}.p + {g}.l"
-                n = f"CAST(shiftright({g}.v, 3) AS INT)"
+                n = f"try_cast(shiftright({g}.v, 3) AS INT)"
+
+                def clamped(r: str) -> str:  # a corrupt length never runs past the message
+                    return f"greatest(0, least(coalesce(try_cast({r}.v AS INT), size({bs})), size({bs})))"
 
                 def tok(w: int, v: str, s: str, end: str) -> str:
                     item = f"named_struct('n', {n}, 'w', {w}, 'v', {v}, 's', {s})"
@@ -160,8 +163,8 @@ class _Gen:
                     lambda r: tok(
                         2,
                         f"{r}.v",
-                        f"substring({b}, {q} + {r}.l + 1, try_cast({r}.v AS INT))",
-                        f"{q} + {r}.l + try_cast({r}.v AS INT)",
+                        f"substring({b}, {q} + {r}.l + 1, {clamped(r)})",
+                        f"{q} + {r}.l + {clamped(r)}",
                     ),
                 )
                 varint = self.bind(self.varint(bs, q), lambda r: tok(0, f"{r}.v", null, f"{q} + {r}.l"))
@@ -270,7 +273,7 @@ class _Gen:
                 x = self.var()
                 secs = f"coalesce(try_element_at(filter({tk}, {x} -> {x}.n = 1), -1).v, 0)"
                 nanos = f"coalesce(try_element_at(filter({tk}, {x} -> {x}.n = 2), -1).v, 0)"
-                return f"timestamp_micros({secs} * 1000000 + {nanos} div 1000)"
+                return f"timestamp_micros(try_add(try_multiply({secs}, 1000000), {nanos} div 1000))"
 
             return self.bind(
                 b, lambda bb: f"IF({bb} IS NULL, NULL, {self.bind(self.tokens(bb), ts)})"
@@ -325,7 +328,16 @@ class _Gen:
                 entries = f"transform({mine}, {y} -> {self.bind(self.tokens(f'{y}.s'), pair)})"
                 if not types:
                     return None
-                return f"map_from_entries({entries})", f"MAP<{types[0]}, {types[1]}>"
+                # a key may repeat on the wire (the last one wins); map_from_entries refuses duplicates
+                e, i, z = self.var(), self.var(), self.var()
+                later = f"transform(slice({{es}}, {i} + 2, size({{es}})), {z} -> {z}.key)"
+                last = self.bind(
+                    entries,
+                    lambda es: (
+                        f"filter({es}, ({e}, {i}) -> NOT array_contains({later.format(es=es)}, {e}.key))"
+                    ),
+                )
+                return f"map_from_entries({last})", f"MAP<{types[0]}, {types[1]}>"
             if f.is_repeated:
                 y = self.var()
                 probe = self.message(f.message_type, f"{y}.s", seen)

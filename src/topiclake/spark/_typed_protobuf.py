@@ -1,11 +1,14 @@
 """The columns of a typed view for a PROTOBUF subject: each version's message decoded in SQL.
 
 Each record is decoded with the version its schema id names (``_protobuf_sql`` compiles that version's
-message into SQL). The message is the schema file's first top-level message, which topiclake's REST Proxy
-writes and which a Confluent serializer writes for the file's first message: the record's message indexes
-must be ``[0]`` (the byte ``00``, or ``02 00``), else its fields are NULL. A column has the type of the
-newest version that has the field; an older version's value is reshaped to it (a nested message that gained
-a field gets it as NULL), so a field added later is a nullable column that is NULL for older records.
+message into SQL). The message is the file's main message: its first top-level message that no other
+message of the file uses (so a file that declares its helper messages first still shows the message its
+records are written as), or the first one when each is used. A record's message indexes must name it
+(``[0]``: the byte ``00`` or ``02 00``; ``[i]``: ``02``, then ``2i``), else its fields are NULL.
+
+A column has the type of the newest version that has the field; an older version's value is reshaped to it
+(a nested message that gained a field gets it as NULL), so a field added later is a nullable column that is
+NULL for older records.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ __all__ = ["protobuf_columns"]
 logger = logging.getLogger(__name__)
 
 
-def _payload(column: str) -> str:
-    """The message bytes of a framed record whose message indexes are [0], else NULL."""
-    return (
-        f"CASE WHEN substring({column}, 6, 1) = X'00' THEN substring({column}, 7) "
-        f"WHEN substring({column}, 6, 2) = X'0200' THEN substring({column}, 8) END"
-    )
+def _payload(column: str, index: int) -> str:
+    """The message bytes of a framed record whose message indexes are ``[index]`` (a top-level message),
+    else NULL. Indexes are zig-zag varints: a count (1: ``02``) and the index; ``[0]`` is also ``00``."""
+    if index > 63:  # its zig-zag varint takes two bytes; such files are not worth the SQL
+        return "CAST(NULL AS BINARY)"
+    framed = f"WHEN substring({column}, 6, 2) = X'02{2 * index:02X}' THEN substring({column}, 8)"
+    short = f"WHEN substring({column}, 6, 1) = X'00' THEN substring({column}, 7) " if index == 0 else ""
+    return f"CASE {short}{framed} END"
 
 
 def _reshape(expr: str, src: Any, dst: Any, counter: list[int]) -> str:
@@ -81,14 +86,14 @@ def protobuf_columns(
             logger.warning("schema id %d does not parse; its records show NULL: %s", v.schema_id, exc)
             continue
         assert isinstance(parsed, ProtobufSchema)
-        name = parsed.message_name()
+        index, name = parsed.root_message()
         decoded = message_sql(parsed.files.pool.FindMessageTypeByName(name)) if name else None
         if decoded is None:
             continue
         ddl = ", ".join(f"{ident(n)}: {t}" for n, t in decoded.fields)
         row: Any = spark.sql(f"SELECT CAST(NULL AS STRUCT<{ddl}>) AS r").schema["r"].dataType
         decoding.append(
-            f"CASE WHEN {sid} = {v.schema_id} THEN {decoded.expr(_payload(column))} END AS _{tag}r{i}"
+            f"CASE WHEN {sid} = {v.schema_id} THEN {decoded.expr(_payload(column, index))} END AS _{tag}r{i}"
         )
         per_version.append((i, {f.name: f.dataType for f in row.fields}))
     newest: dict[str, Any] = {}

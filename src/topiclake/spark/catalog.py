@@ -45,7 +45,7 @@ from topiclake.spark._catalog_sql import (
 )
 from topiclake.spark._delta_read import first_line as _first_line
 from topiclake.spark._delta_read import read_delta as _read_delta
-from topiclake.spark._ends_sql import ENDS_VIEW, ends_view_sql
+from topiclake.spark._ends_sql import ENDS_VIEW, HISTORY_VIEW, ends_view_sql, history_view_sql
 from topiclake.spark.typed_views import register_typed_views
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ OFFSETS_NAME = "consumer_offsets"
 #: Name of the lag view in that database.
 LAG_VIEW = "consumer_lag"
 
-_RESERVED = frozenset({OFFSETS_NAME, LAG_VIEW, ENDS_VIEW})
+_RESERVED = frozenset({OFFSETS_NAME, LAG_VIEW, ENDS_VIEW, HISTORY_VIEW})
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,7 @@ def _known_ends(root: str, topics: Sequence[str]) -> dict[tuple[str, int], tuple
     from topiclake.platform.catalog import TopicCatalog
     from topiclake.platform.partition_offsets import partition_ends
     from topiclake.platform.storage import Storage
+    from topiclake.platform.topic_log import partition_app_id
     from topiclake.sparkenv.session import local_warehouse
 
     if not topics or local_warehouse(root) is None:
@@ -145,7 +146,7 @@ def _known_ends(root: str, topics: Sequence[str]) -> dict[tuple[str, int], tuple
     try:
         catalog = TopicCatalog(storage)
         for topic in topics:
-            for p, ends in partition_ends(storage, catalog.get(topic)).items():
+            for p, ends in partition_ends(storage, catalog.get(topic), partition_app_id).items():
                 out[(topic, p)] = ends
     except TopiclakeError as exc:
         logger.warning("partition ends not read from the tables (%s): only the recorded ones", exc.message)
@@ -277,16 +278,20 @@ def register_tables(
 
     registered = {t: f"{db}.{ident(names[t])}" for t in result.tables}
     offsets_table = f"{db}.{ident(OFFSETS_NAME)}" if has_offsets else None
-    for view in (ENDS_VIEW, LAG_VIEW):
+    for view in (ENDS_VIEW, HISTORY_VIEW, LAG_VIEW):
         old = existing.get(view)
         if old is not None and old.kind != "VIEW":
             raise SqlError(f"{result.database}.{view} exists already as a table")
     recorded_uri = f"{root}/_system/{PARTITION_OFFSETS_TABLE}"
     recorded = f"delta.{ident(recorded_uri)}" if _read_delta(spark, recorded_uri) is not None else None
-    ends = ends_view_sql(
-        registered, recorded, _topic_ids(spark, root), _known_ends(root, sorted(result.tables))
-    )
+    ids = _topic_ids(spark, root)
+    ends = ends_view_sql(registered, recorded, ids, _known_ends(root, sorted(result.tables)))
     run(f"CREATE OR REPLACE VIEW {db}.{ident(ENDS_VIEW)} AS\n{ends}")
+    if recorded is not None:
+        history = history_view_sql(registered, recorded, ids)
+        run(f"CREATE OR REPLACE VIEW {db}.{ident(HISTORY_VIEW)} AS\n{history}")
+    elif HISTORY_VIEW in existing:  # e.g. left by another warehouse's registration
+        run(f"DROP VIEW IF EXISTS {db}.{ident(HISTORY_VIEW)}")
     lag = lag_view_sql(registered, offsets_table, f"{db}.{ident(ENDS_VIEW)}")
     run(f"CREATE OR REPLACE VIEW {db}.{ident(LAG_VIEW)} AS\n{lag}")
     typed, _untyped = register_typed_views(spark, root, db, {t: names[t] for t in result.tables})
