@@ -71,7 +71,16 @@ def start_kafka_brokers(warehouse: Path, logs: Path, count: int) -> list[KafkaBr
         return len(doc["brokers"]) == count
 
     wait_for(all_listed, 30, f"{count} brokers in the metadata")
+    wait_for(lambda: kafka_sees(brokers[0], count), 30, f"{count} brokers in the Kafka metadata")
     return brokers
+
+
+def kafka_sees(broker: KafkaBroker, count: int) -> bool:
+    """A Kafka client bootstrapped from ``broker`` sees ``count`` brokers and a controller among them."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    return len(md.brokers) == count and md.controller_id in md.brokers
 
 
 def leaders(broker: KafkaBroker, topic: str) -> dict[int, int]:

@@ -20,7 +20,15 @@ from pathlib import Path
 import httpx
 import pytest
 from broker_harness import wait_for
-from kafka_cluster import FAST_ENV, KafkaBroker, find_coordinator, leaders, start_kafka_brokers, table_rows
+from kafka_cluster import (
+    FAST_ENV,
+    KafkaBroker,
+    find_coordinator,
+    kafka_sees,
+    leaders,
+    start_kafka_brokers,
+    table_rows,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +73,7 @@ def cluster(three_brokers: list[KafkaBroker]) -> list[KafkaBroker]:
             return len(doc["brokers"]) == len(three_brokers)
 
         wait_for(all_listed, 30, "every broker in the metadata again")
+        wait_for(lambda: kafka_sees(three_brokers[0], 3), 30, "every broker in the Kafka metadata again")
     return three_brokers
 
 
@@ -310,6 +319,8 @@ class Member:
         self.consumed: list[tuple[int, int, bytes, float]] = []  # partition, offset, value, when
         self.uncommitted: set[bytes] = set()  # values whose batch's commit failed
         self.commit_errors: list[str] = []
+        self.errors: list[str] = []
+        self.assignment: list[int] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -321,7 +332,11 @@ class Member:
         try:
             consumer.subscribe([self.topic])
             while not self.stop.is_set():
-                msgs = [m for m in consumer.consume(100, 0.3) if m.error() is None]
+                got = consumer.consume(100, 0.3)
+                self.assignment = sorted(tp.partition for tp in consumer.assignment())
+                with self.lock:
+                    self.errors.extend(str(m.error()) for m in got if m.error() is not None)
+                msgs = [m for m in got if m.error() is None]
                 if not msgs:
                     continue
                 now = time.monotonic()
@@ -341,6 +356,17 @@ class Member:
     def values(self) -> list[bytes]:
         with self.lock:
             return [v for _p, _o, v, _t in self.consumed]
+
+
+def states(members: list[Member]) -> list[str]:
+    """What each member consumed and the errors it saw, for failure messages."""
+    out = []
+    for m in members:
+        with m.lock:
+            parts = sorted({p for p, _o, _v, _t in m.consumed})
+            errors = [*m.errors[-3:], *m.commit_errors[-3:]]
+            out.append(f"{m.name}: {len(m.consumed)} from {parts} assigned {m.assignment}, errors {errors}")
+    return out
 
 
 def produce_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -386,7 +412,8 @@ def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
     try:
         deadline = time.monotonic() + 60
         while len(set(members[0].values()) | set(members[1].values())) < len(first):
-            assert time.monotonic() < deadline, "the first half was not consumed"
+            where = leaders(entry, topic)
+            assert time.monotonic() < deadline, f"first half not consumed: {states(members)} {where}"
             time.sleep(0.1)
         assert find_coordinator(entry, group) == victim.broker_id
         time.sleep(1.0)  # the last batch's commit
@@ -396,7 +423,7 @@ def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
         produce_all(entry.bootstrap, topic, second)
         produced_in = time.monotonic() - killed_at
         while len(set(members[0].values()) | set(members[1].values())) < len(first) + len(second):
-            assert time.monotonic() < deadline + 60, "the second half was not consumed"
+            assert time.monotonic() < deadline + 60, f"the second half was not consumed: {states(members)}"
             time.sleep(0.1)
         resumed = min(t for m in members for _p, _o, v, t in m.consumed if v.startswith(b"b")) - killed_at
         time.sleep(1.0)
