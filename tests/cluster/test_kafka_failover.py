@@ -321,6 +321,7 @@ class Member:
         self.commit_errors: list[str] = []
         self.errors: list[str] = []
         self.assignment: list[int] = []
+        self.positions: dict[int, int] = {}
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -333,7 +334,9 @@ class Member:
             consumer.subscribe([self.topic])
             while not self.stop.is_set():
                 got = consumer.consume(100, 0.3)
-                self.assignment = sorted(tp.partition for tp in consumer.assignment())
+                assigned = consumer.assignment()
+                self.assignment = sorted(tp.partition for tp in assigned)
+                self.positions = {tp.partition: tp.offset for tp in consumer.position(assigned)}
                 with self.lock:
                     self.errors.extend(str(m.error()) for m in got if m.error() is not None)
                 msgs = [m for m in got if m.error() is None]
@@ -365,7 +368,8 @@ def states(members: list[Member]) -> list[str]:
         with m.lock:
             parts = sorted({p for p, _o, _v, _t in m.consumed})
             errors = [*m.errors[-3:], *m.commit_errors[-3:]]
-            out.append(f"{m.name}: {len(m.consumed)} from {parts} assigned {m.assignment}, errors {errors}")
+            where = f"assigned {m.assignment} at {m.positions}"
+            out.append(f"{m.name}: {len(m.consumed)} from {parts} {where}, errors {errors}")
     return out
 
 
