@@ -83,7 +83,8 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> b
 class GatewayProcess:
     """``topiclake serve`` in a subprocess on 127.0.0.1 over ``warehouse``; output goes to ``log``;
     ``env`` adds settings (``TOPICLAKE_*``), ``args`` more ``serve`` options (``--broker-id``); ``port``
-    default: a free one; ``kafka_port`` turns the Kafka listener on."""
+    default: a free one; ``kafka_port`` turns the Kafka listener on; ``launcher`` runs another entry point
+    (bench/_probe_serve.py)."""
 
     def __init__(
         self,
@@ -93,11 +94,12 @@ class GatewayProcess:
         args: tuple[str, ...] = (),
         port: int | None = None,
         kafka_port: int = 0,
+        launcher: tuple[str, ...] = ("-m", "topiclake.cli"),
     ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse)]
+        cmd = [sys.executable, *launcher, "serve", "--warehouse", str(warehouse)]
         cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
         cmd += ["--kafka-port", str(kafka_port)]  # 0: no Kafka listener (never 9092 by accident)
         cmd += ["--schema-registry-port", "0", *args]  # never Confluent's 8081: runs side by side with tests

@@ -79,6 +79,7 @@ class GatewayMetrics:
         self.registry = CollectorRegistry()
         self.broker: Broker | None = None
         self.object_store: ProxyProcess | None = None  # TOPICLAKE_COUNT_OBJECT_STORE_REQUESTS
+        self._produced: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}  # see produced()
         self.requests = Counter(
             "topiclake_http_requests",
             "HTTP requests by route template and status",
@@ -122,10 +123,19 @@ class GatewayMetrics:
         return generate_latest(self.registry)
 
     def produced(self, topic: str, records: int, nbytes: int, api: str, acks: str, started: float) -> None:
-        """Count one produce request."""
-        self.records_in.labels(topic).inc(records)
-        self.bytes_in.labels(topic).inc(nbytes)
-        self.produce_latency.labels(api, acks).observe(time.perf_counter() - started)
+        """Count one produce request (the labelled children are looked up once: the hot path)."""
+        children = self._produced.get((topic, api, acks))
+        if children is None:
+            children = (
+                self.records_in.labels(topic),
+                self.bytes_in.labels(topic),
+                self.produce_latency.labels(api, acks),
+            )
+            if len(self._produced) < _MAX_CACHED:
+                self._produced[(topic, api, acks)] = children
+        children[0].inc(records)
+        children[1].inc(nbytes)
+        children[2].observe(time.perf_counter() - started)
 
     def fetched(self, topic: str, records: int, nbytes: int, api: str, started: float) -> None:
         """Count one fetch."""
@@ -134,12 +144,17 @@ class GatewayMetrics:
         self.fetch_latency.labels(api).observe(time.perf_counter() - started)
 
 
+#: Labelled metric children cached for the hot path, at most this many per cache (one per topic).
+_MAX_CACHED = 10_000
+
+
 class RequestCounter:
     """Pure ASGI middleware counting requests by route template (cheap: no body buffering)."""
 
     def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
         self.app = app
         self.metrics = metrics
+        self._children: dict[tuple[str, str, int], Any] = {}  # labelled counters, looked up once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -158,4 +173,10 @@ class RequestCounter:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            self.metrics.requests.labels(scope["method"], template, str(status)).inc()
+            key = (scope["method"], template, status)
+            child = self._children.get(key)
+            if child is None:
+                child = self.metrics.requests.labels(scope["method"], template, str(status))
+                if len(self._children) < _MAX_CACHED:
+                    self._children[key] = child
+            child.inc()

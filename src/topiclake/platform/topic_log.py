@@ -39,6 +39,7 @@ from topiclake.platform.catalog import TopicInfo
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.file_index import FileIndex
 from topiclake.platform.maintenance import TableMaintainer, log_retention_property
+from topiclake.platform.partition_offsets import record_partition_offsets
 from topiclake.platform.producer_state import ProducerStates, decode_state, producer_app_id
 from topiclake.platform.records import now_ms
 from topiclake.platform.storage import Storage
@@ -88,7 +89,10 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         self._dt = self._open_table()
         # partition -> leader epoch of the partitions this broker leads; None: all (no cluster)
         self._led: dict[int, int] | None = None
-        self.maintainer = TableMaintainer(self.topic, self.uri, storage, config, leads=self.leads)
+        self.maintainer = TableMaintainer(
+            self.topic, self.uri, storage, config, leads=self.leads, history=self._record_ends
+        )
+        self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
         self._hooks = (
             PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
@@ -285,3 +289,12 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             "maintenance": self.maintainer.stats,
             "high_watermarks": {p: part.high_watermark for p, part in self._parts.items()},
         }
+
+    def _record_ends(self, dt: DeltaTable) -> None:
+        """Record the partitions' ends in ``_system/partition_offsets`` if they moved (maintenance thread)."""
+        info = self.info
+        ends = tuple(dt.transaction_version(partition_app_id(info.name, p)) for p in range(info.partitions))
+        if ends != self._recorded_ends:
+            by = f"broker-{self._config.broker_id}"
+            record_partition_offsets(self._storage, info, partition_app_id, recorded_by=by, table=dt)
+            self._recorded_ends = ends

@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import DeltaError
+from deltalake import CommitProperties, Transaction, write_deltalake
 
 from topiclake.errors import CommitConflict, StorageError
 from topiclake.platform.storage import Storage
+from topiclake.platform.system_table import FOREIGN_ERRORS, SmallSystemTable
 from topiclake.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,6 @@ ACL_SCHEMA = pa.schema(
     ]
 )
 
-_FOREIGN = (DeltaError, OSError, pa.ArrowException)
 _PROPERTIES = {"delta.checkpointInterval": "10", "delta.logRetentionDuration": "interval 30 days"}
 _RETRIES = 10
 
@@ -69,46 +68,18 @@ def _binding(r: dict[str, object]) -> AclBinding:
     )
 
 
-class AclTable:
+class AclTable(SmallSystemTable):
     """Reads and writes ``_system/acls``."""
 
     def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-        self.uri = storage.system_uri(ACL_TABLE)
-        self._dt: DeltaTable | None = None
-
-    def _table(self) -> DeltaTable | None:
-        if self._dt is None:
-            try:
-                if not self._storage.is_table(self.uri):
-                    return None
-                self._dt = DeltaTable(self.uri, storage_options=self._storage.options())
-            except _FOREIGN as exc:
-                raise StorageError(f"cannot open {self.uri}: {exc}") from exc
-        return self._dt
-
-    def version(self) -> int:
-        """The newest version of the table (-1 while it does not exist): one log listing, no data read."""
-        dt = self._table()
-        if dt is None:
-            return -1
-        try:
-            dt.update_incremental()
-        except _FOREIGN as exc:
-            raise StorageError(f"cannot refresh {self.uri}: {exc}") from exc
-        return dt.version()
+        super().__init__(storage, ACL_TABLE, _PROPERTIES)
 
     def read(self) -> tuple[int, list[AclBinding]]:
         """The newest version and its bindings (deduplicated, in table order)."""
         version = self.version()
-        dt = self._table()
-        if dt is None or version < 0:
+        if version < 0:
             return -1, []
-        try:
-            rows = dt.to_pyarrow_table().to_pylist()
-        except _FOREIGN as exc:
-            raise StorageError(f"cannot read {self.uri}: {exc}") from exc
-        return version, list(dict.fromkeys(_binding(r) for r in rows))
+        return version, list(dict.fromkeys(_binding(r) for r in self.rows()))
 
     def change(
         self, edit: Callable[[list[AclBinding]], list[AclBinding] | None], what: str
@@ -136,22 +107,15 @@ class AclTable:
             try:
                 dt = self._table()
                 if dt is None:
-                    write_deltalake(
-                        self.uri,
-                        data,
-                        mode="error",
-                        configuration=_PROPERTIES,
-                        storage_options=self._storage.options(),
-                        commit_properties=props,
-                    )
+                    self.create(data, props)
                 else:
                     write_deltalake(dt, data, mode="overwrite", commit_properties=props)
-                self._dt = None
+                self.forget()
                 logger.info("acls changed (%s) at version %d", what, version + 1)
                 return version + 1, new
-            except (*_FOREIGN, StorageError) as exc:
+            except (*FOREIGN_ERRORS, StorageError) as exc:
                 logger.info("acl change %s lost a race at version %d (%s); retrying", what, version, exc)
-                self._dt = None
+                self.forget()
                 time.sleep(0.02)
         raise CommitConflict(f"could not change the ACLs ({what}): other brokers kept changing them")
 

@@ -18,12 +18,12 @@ import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import DeltaError
+from deltalake import CommitProperties, Transaction, write_deltalake
 
 from topiclake.errors import StorageError
 from topiclake.platform.cluster.metadata import PartitionState
 from topiclake.platform.storage import Storage
+from topiclake.platform.system_table import FOREIGN_ERRORS, SmallSystemTable
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,6 @@ STATE_SCHEMA = pa.schema(
     ]
 )
 
-_FOREIGN = (DeltaError, OSError, pa.ArrowException)
 _PROPERTIES = {"delta.checkpointInterval": "10", "delta.logRetentionDuration": "interval 7 days"}
 
 
@@ -62,34 +61,11 @@ class ClusterState:
 EMPTY = ClusterState(-1, -1, 0, ())
 
 
-class StateTable:
+class StateTable(SmallSystemTable):
     """Reads and (as controller) writes ``_system/partition_state``."""
 
     def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-        self.uri = storage.system_uri(STATE_TABLE)
-        self._dt: DeltaTable | None = None
-
-    def _table(self) -> DeltaTable | None:
-        if self._dt is None:
-            try:
-                if not self._storage.is_table(self.uri):
-                    return None
-                self._dt = DeltaTable(self.uri, storage_options=self._storage.options())
-            except _FOREIGN as exc:
-                raise StorageError(f"cannot open {self.uri}: {exc}") from exc
-        return self._dt
-
-    def version(self) -> int:
-        """The table's newest version (-1 when it does not exist yet)."""
-        dt = self._table()
-        if dt is None:
-            return -1
-        try:
-            dt.update_incremental()
-        except _FOREIGN as exc:
-            raise StorageError(f"cannot refresh {self.uri}: {exc}") from exc
-        return dt.version()
+        super().__init__(storage, STATE_TABLE, _PROPERTIES)
 
     def read(self) -> ClusterState:
         """The newest state (refreshes first)."""
@@ -97,10 +73,7 @@ class StateTable:
         dt = self._table()
         if dt is None or version < 0:
             return EMPTY
-        try:
-            rows = dt.to_pyarrow_table().to_pylist()
-        except _FOREIGN as exc:
-            raise StorageError(f"cannot read {self.uri}: {exc}") from exc
+        rows = self.rows()
         epoch = dt.transaction_version(CONTROLLER_APP_ID) or 0
         controller, live = -1, ()
         parts: dict[str, list[PartitionState]] = {}
@@ -172,18 +145,7 @@ class StateTable:
         try:
             dt = self._table()
             if dt is None:
-                write_deltalake(
-                    self.uri,
-                    data,
-                    mode="error",
-                    configuration={
-                        "delta.checkpointInterval": "10",
-                        "delta.logRetentionDuration": "interval 7 days",
-                    },
-                    storage_options=self._storage.options(),
-                    commit_properties=props,
-                )
-                self._dt = None
+                self.create(data, props)
                 return 0
             dt.update_incremental()
             if dt.version() != base_version:
@@ -193,8 +155,8 @@ class StateTable:
                 )
             write_deltalake(dt, data, mode="overwrite", commit_properties=props)
             return dt.version()
-        except _FOREIGN as exc:
-            self._dt = None  # reopen next time: the snapshot may be behind
+        except FOREIGN_ERRORS as exc:
+            self.forget()  # reopen next time: the snapshot may be behind
             raise StorageError(
                 f"controller {controller_id} (epoch {epoch}) lost a state write: {exc}"
             ) from exc
