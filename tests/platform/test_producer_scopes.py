@@ -50,3 +50,22 @@ def test_each_partition_numbers_its_own_sequences_and_survives_a_restart(tmp_pat
         with pytest.raises(OutOfOrderSequence):
             restarted.produce_arrow("t", 0, _batch(b"late"), producer=ProducerInfo(pid, 0, 5, scope=0))
         assert _rows(storage, "t") == 6
+
+
+def test_taking_over_partitions_keeps_the_state_of_the_partitions_still_led() -> None:
+    """A takeover forgets (to reload from the table) only the taken partitions' producer state and the
+    topic-scoped one: a partition kept has requests queued that no table snapshot knows yet. Found by
+    tests/cluster/test_kafka_failover.py: librdkafka got OUT_OF_ORDER_SEQUENCE_NUMBER (fatal) from a
+    broker that kept its partition while taking over a killed broker's."""
+    from topiclake.platform.producer_state import ProducerStates
+
+    durable: dict[tuple[int, int | None], tuple[int, int]] = {}
+    states = ProducerStates(lambda pid, scope: durable.get((pid, scope)))
+    for scope in (0, 1, None):
+        assert states.check(ProducerInfo(7, 0, 0, scope=scope), 5) is None
+        states.record(ProducerInfo(7, 0, 0, scope=scope), 5, None)
+    durable.update({(7, 1): (0, 9), (7, None): (0, 9)})  # what the table says now
+    states.forget({1})
+    assert states.check(ProducerInfo(7, 0, 5, scope=0), 1) is None  # kept: next is 5, not reloaded
+    assert states.check(ProducerInfo(7, 0, 10, scope=1), 1) is None  # reloaded: next is 10
+    assert states.check(ProducerInfo(7, 0, 10, scope=None), 1) is None

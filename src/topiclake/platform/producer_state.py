@@ -142,6 +142,16 @@ class ProducerStates:
         entry.recent.append((info.base_sequence, count, handle))
         return encode_state(entry.epoch, entry.last_sequence)
 
+    def forget(self, partitions: set[int]) -> None:
+        """Drop the in-memory state of producers numbering these partitions, and of topic-scoped producers.
+
+        Used when partitions are taken over from another leader: their state moved on there. The state of
+        the partitions this broker kept leading stays, including requests queued but not yet committed (a
+        snapshot of the table does not know them, so reloading would refuse the producer's next sequence).
+        """
+        for key in [k for k in self._entries if k[1] is None or k[1] in partitions]:
+            del self._entries[key]
+
     def forget_all(self) -> None:
         """Drop the in-memory state; it is reloaded from the table on next use."""
         self._entries.clear()

@@ -219,7 +219,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
                 try:
                     reader = DeltaTable(self.uri, storage_options=self._storage.options())
                     index = self._refresh_index(force=True)
-                    self._producers.forget_all()  # their state may have moved on at the old leader
+                    self._producers.forget(set(fresh))  # their state may have moved on at the old leader
                     self._takeover_reader = reader
                     for p in fresh:
                         old_part = self._parts[p]

@@ -52,6 +52,8 @@ def _metadata_sync(ctx: Context, req: Request) -> dict[str, Any]:
     listed, controller, cluster_id = brokers(ctx)
     live = {b["node_id"] for b in listed}
     me = broker.config.broker_id
+    if controller not in live:  # none yet, or not listening for Kafka: clients would wait for it forever
+        controller = me  # admin requests (sent to the controller) are served by any broker
     wanted = req.body.topics
     if req.version == 0 and wanted is not None and len(wanted) == 0:
         wanted = None  # v0: an empty list means all topics

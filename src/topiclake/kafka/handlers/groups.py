@@ -3,7 +3,6 @@ DescribeGroups, DeleteGroups: classic groups on the listener, offsets in the bro
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from topiclake.errors import GroupNotEmpty, GroupNotFound, TopiclakeError
@@ -12,6 +11,7 @@ from topiclake.kafka.classic_groups import ClassicGroups, GroupError
 from topiclake.kafka.codec import Request, ms
 from topiclake.kafka.context import Context
 from topiclake.kafka.handlers.cluster import brokers
+from topiclake.platform.cluster.assignment import coordinator_for
 
 
 def classic(ctx: Context) -> ClassicGroups:
@@ -22,13 +22,14 @@ def classic(ctx: Context) -> ClassicGroups:
 
 def _coordinator_for(ctx: Context, key: str) -> dict[str, Any]:
     listed, _controller, _cluster = brokers(ctx)
-    listed.sort(key=lambda b: b["node_id"])
     me = ctx.broker.config.broker_id
-    # rendezvous hash over live Kafka brokers: every broker names the same coordinator for a group
-    best = max(listed, key=lambda b: hashlib.sha256(f"{key}/{b['node_id']}".encode()).digest(), default=None)
-    if best is None:
+    # the platform's rendezvous hash over live Kafka brokers: every broker names the same coordinator for
+    # a group, the one HTTP requests for the group are proxied to (a dead broker's groups move, others stay)
+    best = coordinator_for(key, sorted(b["node_id"] for b in listed))
+    found = next((b for b in listed if b["node_id"] == best), None)
+    if found is None:
         return {"node_id": me, "host": ctx.host, "port": ctx.port}
-    return {"node_id": best["node_id"], "host": best["host"], "port": best["port"]}
+    return {"node_id": found["node_id"], "host": found["host"], "port": found["port"]}
 
 
 def _check_coordinator(ctx: Context, group_id: str) -> None:
