@@ -19,12 +19,24 @@ from pathlib import Path
 from typing import Any
 
 import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
+
+#: Hypothesis settings of every fuzz run: the same cases every run, no example database, no deadlines.
+SETTINGS: dict[str, Any] = {
+    "derandomize": True,
+    "database": None,
+    "deadline": None,
+    "suppress_health_check": list(HealthCheck),
+    "phases": [Phase.explicit, Phase.generate],
+}
 
 #: the checks every response must pass: no 5xx; documented statuses, media types and bodies
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
@@ -148,3 +160,22 @@ class Checker:
     def cases(self) -> int:
         """How many requests were sent."""
         return sum(self.statuses.values())
+
+
+def fuzz_operations(schema: Any, checker: Checker, examples: int) -> int:
+    """Send ``examples`` valid and ``examples`` invalid cases of every operation of ``schema`` through
+    ``checker``; return how many operations there were."""
+    operations = [result.ok() for result in schema.get_all_operations()]
+    for operation in operations:
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
+            @settings(max_examples=examples, **SETTINGS)
+            @given(case=operation.as_strategy(generation_mode=mode))
+            def fuzz(case: schemathesis.Case) -> None:
+                checker.run(case)
+
+            try:
+                fuzz()
+            except Unsatisfiable:  # nothing invalid to generate (an operation without inputs)
+                assert mode is GenerationMode.NEGATIVE, operation.label
+    return len(operations)

@@ -17,13 +17,11 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis.errors import Unsatisfiable
-from schemathesis import GenerationMode
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 
-from fuzz_harness import Checker
+from fuzz_harness import SETTINGS, Checker, fuzz_operations
 from gateway_harness import Gateway, start_gateway, stop_gateway
 
 logger = logging.getLogger(__name__)
@@ -32,14 +30,6 @@ logger = logging.getLogger(__name__)
 EXAMPLES = 10
 #: stateful scenarios and steps per scenario
 SCENARIOS, STEPS = 60, 10
-
-_SETTINGS: dict[str, Any] = {
-    "derandomize": True,
-    "database": None,
-    "deadline": None,
-    "suppress_health_check": list(HealthCheck),
-    "phases": [Phase.explicit, Phase.generate],
-}
 
 
 @pytest.fixture(scope="module")
@@ -88,20 +78,8 @@ def test_every_operation_survives_fuzzing(fuzz_gateway: tuple[Gateway, Path]) ->
     gw, warehouse = fuzz_gateway
     schema = _schema(gw)
     checker = Checker(gw.url, warehouse, known=_existing(gw))
-    operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) > 70
-    for operation in operations:
-        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-
-            @settings(max_examples=EXAMPLES, **_SETTINGS)
-            @given(case=operation.as_strategy(generation_mode=mode))
-            def fuzz(case: schemathesis.Case) -> None:
-                checker.run(case)
-
-            try:
-                fuzz()
-            except Unsatisfiable:  # nothing invalid to generate (an operation without inputs)
-                assert mode is GenerationMode.NEGATIVE, operation.label
+    operations = fuzz_operations(schema, checker, EXAMPLES)
+    assert operations > 70
     logger.warning(
         "fuzzed %d cases over %d operations: statuses %s",
         checker.cases,
@@ -132,7 +110,7 @@ def test_stateful_links_reach_the_deep_routes(fuzz_gateway: tuple[Gateway, Path]
         ) -> None:
             checker.validate(case, response)
 
-    Machine.run(settings=settings(max_examples=SCENARIOS, stateful_step_count=STEPS, **_SETTINGS))
+    Machine.run(settings=settings(max_examples=SCENARIOS, stateful_step_count=STEPS, **SETTINGS))
     logger.warning(
         "stateful: %d calls over %d operations: statuses %s",
         checker.cases,
