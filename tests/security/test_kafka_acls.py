@@ -123,6 +123,11 @@ def test_acl_apis_with_confluent_kafka(secured: Running) -> None:
     ]
     assert [b.name for b in deleted] == ["*"]
     assert len(admin.describe_acls(everything, request_timeout=10).result(timeout=20)) == 2
+    # a MATCH delete removes what applies to pay-eu (the prefix), not the literal orders
+    deleted = [b for fut in admin.delete_acls([match], request_timeout=10).values() for b in fut.result(20)]
+    assert [b.name for b in deleted] == ["pay-"]
+    left = admin.describe_acls(everything, request_timeout=10).result(timeout=20)
+    assert [b.name for b in left] == ["orders"]
 
 
 def test_acl_apis_with_kafka_python(secured: Running) -> None:

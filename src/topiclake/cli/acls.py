@@ -241,20 +241,21 @@ def acls_remove(
     if not force and not typer.confirm("Remove the matching ACLs?"):
         raise typer.Exit(1)
     authz = _authorizer(warehouse)
-    removed: list[AclBinding] = []
-    for permission, principal, host in selectors:
-        for rtype, name, op in triples:
-            flt = AclFilter(
-                principal=principal,
-                host=host,
-                resource_type=rtype,
-                resource_name=name,
-                pattern_type=None if rtype == ResourceType.CLUSTER else pattern,
-                operation=op,
-                permission=permission,
-                match=match,
-            )
-            removed += authz.remove(flt)
+    filters = [
+        AclFilter(
+            principal=principal,
+            host=host,
+            resource_type=rtype,
+            resource_name=name,
+            pattern_type=None if rtype == ResourceType.CLUSTER else pattern,
+            operation=op,
+            permission=permission,
+            match=match,
+        )
+        for permission, principal, host in selectors
+        for rtype, name, op in triples
+    ]
+    removed = authz.remove(*filters)  # one commit
     typer.echo(f"Removed {len(removed)} ACLs.")
     _print(removed)
 

@@ -133,9 +133,10 @@ class Authorizer:
         self._store().add(bindings)
         self.refresh(force=True)
 
-    def remove(self, flt: AclFilter) -> list[AclBinding]:
-        """Remove every binding the filter selects; return the removed bindings."""
-        removed = self._store().remove(lambda b: not flt.matches(b))
+    def remove(self, flt: AclFilter, *more: AclFilter) -> list[AclBinding]:
+        """Remove every binding any of the filters selects, in one commit; return the removed bindings."""
+        filters = (flt, *more)
+        removed = self._store().remove(lambda b: not any(f.matches(b) for f in filters))
         self.refresh(force=True)
         return removed
 

@@ -81,8 +81,8 @@ def _binding(c: Any) -> AclBinding:
     return AclBinding(str(c.principal), str(c.host), rtype, str(c.resource_name), pattern, op, perm)
 
 
-def _filter(f: Any) -> tuple[AclFilter, str | None]:
-    """The AclFilter of a Describe/Delete filter (Kafka's ANY = 1), and the name a MATCH (2) filter matches.
+def _filter(f: Any) -> AclFilter:
+    """The AclFilter of a Describe/Delete filter (Kafka's ANY = 1, MATCH = 2: ``AclFilter.match``).
 
     Raises:
         ValueError: An enum value is unknown.
@@ -97,24 +97,21 @@ def _filter(f: Any) -> tuple[AclFilter, str | None]:
         raise ValueError("unknown resource type or operation")
     if (perm_code != _ANY and perm is None) or (pattern_code not in (_ANY, _MATCH) and pattern is None):
         raise ValueError("unknown permission or pattern type")
-    match = f.resource_name_filter if pattern_code == _MATCH else None
-    flt = AclFilter(
+    return AclFilter(
         principal=f.principal_filter,
         host=f.host_filter,
         resource_type=rtype,
-        resource_name=None if pattern_code == _MATCH else f.resource_name_filter,
+        resource_name=f.resource_name_filter,
         pattern_type=pattern,
         operation=op,
         permission=perm,
+        match=pattern_code == _MATCH,
     )
-    return flt, match
 
 
 def _select(ctx: Context, f: Any) -> list[AclBinding]:
     """The bindings a Describe/Delete filter selects (ValueError: an enum value is unknown)."""
-    flt, match = _filter(f)
-    found = ctx.security.authorizer.list(flt)
-    return found if match is None else [b for b in found if b.applies_to(b.resource_type, match)]
+    return ctx.security.authorizer.list(_filter(f))
 
 
 async def create_acls(ctx: Context, req: Request) -> dict[str, Any]:
@@ -180,25 +177,10 @@ async def describe_acls(ctx: Context, req: Request) -> dict[str, Any]:
 
 def _delete_sync(ctx: Context, f: Any) -> dict[str, Any]:
     try:
-        flt, match = _filter(f)
+        flt = _filter(f)
     except ValueError as exc:
         return {"error_code": kerr.INVALID_REQUEST, "error_message": str(exc), "matching_acls": []}
-    authorizer = ctx.security.authorizer
-    if match is None:
-        removed = authorizer.remove(flt)  # one commit
-    else:
-        removed = []
-        for b in _select(ctx, f):
-            exact = AclFilter(
-                b.principal,
-                b.host,
-                b.resource_type,
-                b.resource_name,
-                b.pattern_type,
-                b.operation,
-                b.permission,
-            )
-            removed += authorizer.remove(exact)
+    removed = ctx.security.authorizer.remove(flt)  # one commit, MATCH filters too
     matching = [{"error_code": 0, "error_message": None, **_wire(b)} for b in removed]
     return {"error_code": 0, "error_message": None, "matching_acls": matching}
 
