@@ -51,10 +51,7 @@ class LogAppends(LogBase):
             for (p, table), size in zip(batches, sizes, strict=True):
                 part = self._parts[p]
                 n = table.num_rows
-                base = part.next_offset
-                self._maybe_roll(part, now)
-                part.next_offset += n
-                part.segment_bytes += size
+                base = self._book(part, n, size, now)
                 full = self._complete(table, p, base, part.segment_base, now, log_append, producer)
                 pending = PendingBatch(p, base, full, size, handle, n)
                 handle.pending.append(pending)
@@ -86,10 +83,7 @@ class LogAppends(LogBase):
             for (p, rows), size in zip(batches, sizes, strict=True):
                 part = self._parts[p]
                 n = len(rows)
-                base = part.next_offset
-                self._maybe_roll(part, now)
-                part.next_offset += n
-                part.segment_bytes += size
+                base = self._book(part, n, size, now)
                 lazy = LazyBatch(rows, part.segment_base, now, log_append)
                 if producer is not None and seq is not None:
                     lazy.producer_id, lazy.producer_epoch, lazy.base_sequence = (
@@ -103,6 +97,15 @@ class LogAppends(LogBase):
                 self._queue.append(pending)
             self._enqueued(handle, producer, count, nbytes)
         return handle
+
+    def _book(self, part: LedPartition, count: int, nbytes: int, now: int) -> int:
+        """Under the lock: give ``count`` records the partition's next offsets (rolling the segment when
+        due); return the first."""
+        base = part.next_offset
+        self._maybe_roll(part, now)
+        part.next_offset += count
+        part.segment_bytes += nbytes
+        return base
 
     def _materialize(self, take: list[PendingBatch]) -> None:
         """Build the tables of the lazily queued batches in ``take``: one Arrow table for all of them."""
