@@ -99,6 +99,7 @@ class LogBase:
     _fs: pafs.FileSystem
     _intents_checked: float
     _intents: bool
+    _holds: int
     _dt: DeltaTable
     _led: dict[int, int] | None
     _hooks: PostCommitHookProperties | None
@@ -139,6 +140,12 @@ class LogBase:
         def _refresh_index(self, force: bool = False, min_version: int | None = None) -> FileIndex: ...
 
         def _materialize(self, take: list[PendingBatch]) -> None: ...
+
+        def known_version(self) -> int: ...
+
+        def _rebase_if_fenced(self, committed: dict[int, int] | None = None) -> bool: ...
+
+        def _check_table(self, dt: DeltaTable) -> None: ...
 
         def _recover_partition(
             self, p: int, index: FileIndex, dt: DeltaTable | None = None

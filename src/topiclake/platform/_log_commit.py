@@ -15,18 +15,19 @@ from deltalake import CommitProperties, Transaction, write_deltalake
 from topiclake.errors import CommitConflict, NotLeader, RequestTimedOut, StorageError, TopiclakeError
 from topiclake.platform._log_base import (
     FOREIGN_ERRORS,
-    LogBase,
     commit_landed,
     epoch_app_id,
     partition_app_id,
 )
+from topiclake.platform._log_local import LogLocal
+from topiclake.platform.fast_append import LostRace
 from topiclake.platform.leases import WRITE_INTENT_MAX_S, active_leases
 from topiclake.platform.records import now_ms
 
 logger = logging.getLogger("topiclake.platform.topic_log")  # one logger for all parts of the log
 
 
-class LogCommits(LogBase):
+class LogCommits(LogLocal):
     """The flusher thread's work: one Delta commit per round."""
 
     # ------------------------------------------------------------------ flush
@@ -98,11 +99,12 @@ class LogCommits(LogBase):
         for pend in take:
             if not pend.handle.future.done():
                 pend.handle.future.set_result(None)
+        self._snapshot_current()
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "topic %s: committed version %d with %d records in %.1f ms, ends %s",
                 self.topic,
-                self._dt.version(),
+                self.known_version(),
                 sum(p.count for p in take),
                 elapsed_ms,
                 ends,
@@ -111,6 +113,7 @@ class LogCommits(LogBase):
     def _commit(self) -> None:
         commit_id = uuid.uuid4().hex
         attempt = 0
+        races = 0  # versions lost to other writers on the local append path
         known = True  # whether every earlier attempt is known not to have landed
         while True:
             with self._lock:
@@ -137,19 +140,32 @@ class LogCommits(LogBase):
                 if pend.producer_txn is not None:
                     producers[pend.producer_txn[0]] = pend.producer_txn[1]
             now = now_ms()
-            txns = [Transaction(partition_app_id(self.topic, p), end, now) for p, end in sorted(ends.items())]
-            txns += [Transaction(app_id, v, now) for app_id, v in producers.items()]
+            txn_ids = [(partition_app_id(self.topic, p), end) for p, end in sorted(ends.items())]
+            txn_ids += list(producers.items())
             led = self._led
             if led is not None:  # the leader epoch travels with every commit of a cluster's leader
-                txns += [
-                    Transaction(epoch_app_id(self.topic, p), led[p], now) for p in sorted(ends) if p in led
-                ]
+                txn_ids += [(epoch_app_id(self.topic, p), led[p]) for p in sorted(ends) if p in led]
             data = pa.concat_tables([p.table for p in take if p.table is not None])
             if data.num_columns and data.column(0).num_chunks > 1:
                 # one batch per request would cost delta-rs a partition split each: 32 one-record
                 # requests commit in ~25 % less CPU, 200 in ~60 % less, as one contiguous batch
                 data = data.combine_chunks()
             self._yield_to_writers()
+            custom = {"topiclake.commit": commit_id, "topiclake.broker": str(self._config.broker_id)}
+            if self._fast is not None:
+                try:
+                    self._commit_fast(self._fast, data, txn_ids, now, custom)
+                    return
+                except LostRace as race:
+                    races += 1
+                    if races > 1000:  # other writers took a thousand versions in a row: give up
+                        raise CommitConflict(
+                            f"commit to topic {self.topic} lost {races} races to other writers",
+                            topic=self.topic,
+                        ) from race
+                    if self._after_lost_race(race.winners):
+                        attempt = 0  # another writer of our partitions moved on: new offsets
+                    continue
             base_version = self._dt.version()
             try:
                 write_deltalake(
@@ -157,11 +173,8 @@ class LogCommits(LogBase):
                     data,
                     mode="append",
                     commit_properties=CommitProperties(
-                        app_transactions=txns,
-                        custom_metadata={
-                            "topiclake.commit": commit_id,
-                            "topiclake.broker": str(self._config.broker_id),
-                        },
+                        app_transactions=[Transaction(app, v, now) for app, v in txn_ids],
+                        custom_metadata=custom,
                     ),
                     post_commithook_properties=self._hooks,
                 )
@@ -170,6 +183,8 @@ class LogCommits(LogBase):
                     # delta-rs committed on top of others' commits, now in our snapshot: if one of them
                     # was another writer's, queued records must move behind it before the next commit
                     self._rebase_if_fenced(committed=ends)
+                if self._fast is not None:
+                    self._fast.version = max(self._fast.version, self._dt.version())
                 return
             except FOREIGN_ERRORS as exc:
                 attempt += 1
@@ -209,6 +224,8 @@ class LogCommits(LogBase):
         The lease directory is looked at once every 100 ms at most, so an idle check costs nothing.
         """
         deadline = time.monotonic() + WRITE_INTENT_MAX_S
+        while self._holds and time.monotonic() < deadline and not self._closing:  # this process's own
+            time.sleep(0.002)
         while True:
             now = time.monotonic()
             if now - self._intents_checked >= (0.02 if self._intents else 0.1):
@@ -335,7 +352,9 @@ class LogCommits(LogBase):
                 error.message,
             )
             try:
-                self._dt.update_incremental()
+                self._refresh_snapshot()
+                if self._fast is not None:
+                    self._fast.version = max(self._fast.version, self._dt.version())
                 self._takeover_reader = None
                 self._producers.forget_all()
                 index = self._refresh_index(force=True)

@@ -56,7 +56,7 @@ class LogReads(LogBase):
         index = self._refresh_index()
         start = index.log_start_offset(partition)
         if start is None and part.high_watermark > 0:
-            index = self._refresh_index(min_version=self._dt.version())
+            index = self._refresh_index(min_version=self.known_version())
             start = index.log_start_offset(partition)
         return start if start is not None else part.high_watermark
 
@@ -109,7 +109,7 @@ class LogReads(LogBase):
             index = self._refresh_index(force=attempt > 0)
             end = index.end_offset(partition)
             if end is None or end <= offset:
-                index = self._refresh_index(min_version=self._dt.version())
+                index = self._refresh_index(min_version=self.known_version())
             try:
                 return self._read_window(index.files_from(partition, offset), offset, max_records, max_bytes)
             except FileNotFoundError:  # files compacted and vacuumed under a stale index
@@ -151,7 +151,7 @@ class LogReads(LogBase):
         """The earliest offset whose timestamp is >= ``timestamp_ms``, or None if there is none."""
         self._partition(partition)
         target_us = timestamp_ms * 1000
-        index = self._refresh_index(min_version=self._dt.version())
+        index = self._refresh_index(min_version=self.known_version())
         for f in index.files(partition):
             if f.max_timestamp_us is not None and f.max_timestamp_us < target_us:
                 continue

@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, wr
 from deltalake.exceptions import DeltaError
 
 from topiclake.errors import TopiclakeError
+from topiclake.platform._local_compaction import commit_rewrite
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.file_index import DataFile, FileIndex, build_index, read_files
 from topiclake.platform.leases import active_leases
@@ -74,8 +76,11 @@ class TableMaintainer:
         config: BrokerConfig,
         leads: Callable[[int], bool] | None = None,
         history: Callable[[DeltaTable], None] | None = None,
+        hold: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> None:
         self.topic = topic
+        # holds the topic's own commits while a delta-rs commit of ours (vacuum) must win its version race
+        self._hold = hold or nullcontext
         self._history = history  # records the partitions' ends (topiclake.platform.partition_offsets)
         self._last_history = time.monotonic()
         self._leads = leads or (lambda _p: True)
@@ -87,6 +92,8 @@ class TableMaintainer:
         self._last_compaction_version = -1
         self.stats = MaintenanceStats()
         self._lock = threading.Lock()
+        # on a local disk, compactions commit the way the log's local appends do (_local_compaction.py)
+        self._local = storage.is_local and config.local_append
 
     def _handle(self) -> DeltaTable:
         if self._dt is None:
@@ -202,18 +209,30 @@ class TableMaintainer:
         ]
         data = read_files(fs, inside, lo)
         data = data.filter(pc.less_equal(data["offset"], hi))
-        predicate = f"partition = {partition} AND segment = {segment} AND offset >= {lo} AND offset <= {hi}"
-        write_deltalake(
-            dt,
-            data,
-            mode="overwrite",
-            predicate=predicate,
-            target_file_size=self._config.compact_target_bytes,
-            commit_properties=CommitProperties(custom_metadata={"topiclake.operation": "compaction"}),
-            post_commithook_properties=PostCommitHookProperties(
-                create_checkpoint=False, cleanup_expired_logs=False
-            ),
-        )
+        if self._local:
+            if not commit_rewrite(self.uri, dt.version(), inside, data):
+                logger.info(
+                    "topic %s partition %d segment %d: compaction dropped, its files were rewritten first",
+                    self.topic,
+                    partition,
+                    segment,
+                )
+                return
+        else:
+            predicate = (
+                f"partition = {partition} AND segment = {segment} AND offset >= {lo} AND offset <= {hi}"
+            )
+            write_deltalake(
+                dt,
+                data,
+                mode="overwrite",
+                predicate=predicate,
+                target_file_size=self._config.compact_target_bytes,
+                commit_properties=CommitProperties(custom_metadata={"topiclake.operation": "compaction"}),
+                post_commithook_properties=PostCommitHookProperties(
+                    create_checkpoint=False, cleanup_expired_logs=False
+                ),
+            )
         self.stats.compactions += 1
         self.stats.files_removed += len(inside)
         self.stats.files_added += 1
@@ -233,11 +252,13 @@ class TableMaintainer:
         if now - self._last_vacuum < self._config.vacuum_interval_ms / 1000:
             return
         self._last_vacuum = now
-        removed = dt.vacuum(
-            retention_hours=self._config.vacuum_retention_hours,
-            dry_run=False,
-            enforce_retention_duration=False,
-        )
+        with self._hold():  # vacuum commits twice: beside hundreds of local appends a second it never would
+            dt.update_incremental()
+            removed = dt.vacuum(
+                retention_hours=self._config.vacuum_retention_hours,
+                dry_run=False,
+                enforce_retention_duration=False,
+            )
         self.stats.vacuums += 1
         if removed:
             logger.info("topic %s: vacuum removed %d unreferenced files", self.topic, len(removed))

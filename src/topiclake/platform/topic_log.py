@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from deltalake import DeltaTable, PostCommitHookProperties
 from deltalake.exceptions import DeltaError
@@ -37,6 +40,7 @@ from topiclake.platform.append_handle import AppendHandle, PendingBatch
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicInfo
 from topiclake.platform.config import BrokerConfig
+from topiclake.platform.fast_append import LocalAppender
 from topiclake.platform.file_index import FileIndex
 from topiclake.platform.maintenance import TableMaintainer, log_retention_property
 from topiclake.platform.partition_offsets import record_partition_offsets
@@ -86,11 +90,21 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         self.commit_latencies_ms: list[float] = []
         self._intents_checked = 0.0
         self._intents = False
+        self._holds = 0
         self._dt = self._open_table()
+        self._snapshot_refreshed = time.monotonic()
+        local = storage.is_local and config.maintenance and config.local_append
+        self._fast = LocalAppender(self.uri, self._dt.version()) if local else None
         # partition -> leader epoch of the partitions this broker leads; None: all (no cluster)
         self._led: dict[int, int] | None = None
         self.maintainer = TableMaintainer(
-            self.topic, self.uri, storage, config, leads=self.leads, history=self._record_ends
+            self.topic,
+            self.uri,
+            storage,
+            config,
+            leads=self.leads,
+            history=self._record_ends,
+            hold=self.hold_commits,
         )
         self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
@@ -188,7 +202,11 @@ class TopicLog(LogAppends, LogCommits, LogReads):
 
     def _load_producer(self, producer_id: int, scope: int | None) -> tuple[int, int] | None:
         # after a takeover, the snapshot taken then holds what the previous leader committed
-        dt = self._takeover_reader or self._dt
+        dt = self._takeover_reader
+        if dt is None:
+            if self._dt.version() < self.known_version():  # local appends since: catch the snapshot up
+                self._refresh_snapshot()
+            dt = self._dt
         version = dt.transaction_version(producer_app_id(self.topic, producer_id, scope))
         return None if version is None else decode_state(version)
 
@@ -277,13 +295,25 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             with part.cond:
                 part.cond.notify_all()
         self._closed = True
-        logger.info("topic %s: closed at version %d", self.topic, self._dt.version())
+        logger.info("topic %s: closed at version %d", self.topic, self.known_version())
+
+    @contextmanager
+    def hold_commits(self) -> Iterator[None]:
+        """Hold this log's commits (at most ``WRITE_INTENT_MAX_S``) while the block runs: for a delta-rs
+        commit of the maintenance thread that would otherwise keep losing its version to local appends."""
+        with self._lock:
+            self._holds += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holds -= 1
 
     def stats(self) -> dict[str, object]:
         """Counters for metrics and benchmarks."""
         return {
             "topic": self.topic,
-            "version": self._dt.version(),
+            "version": self.known_version(),
             "commits": self.commits,
             "fences": self.fences,
             "maintenance": self.maintainer.stats,

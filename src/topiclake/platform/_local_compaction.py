@@ -1,0 +1,52 @@
+"""Compaction's commit on a local warehouse: the rewritten records as one new file and the old files
+removed, in one log entry written by :class:`~topiclake.platform.fast_append.LocalAppender`.
+
+Why not delta-rs here: beside a broker committing locally (~1 ms a commit, hundreds a second), a delta-rs
+predicate overwrite that takes tens of milliseconds loses its version race again and again and never
+lands (measured: one compaction in 3 s of 650 commits/s). A link at the next version takes ~0.1 ms, so
+the rewrite wins within a few tries. The check delta-rs's overwrite gave is kept: if a winner removed any
+of the files read (another compaction, retention, a Spark job), this rewrite is dropped; appends are no
+conflict (their offsets are above every offset rewritten).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+import pyarrow as pa
+
+from topiclake.platform.fast_append import LocalAppender, LostRace, commit_info, remove_action
+from topiclake.platform.file_index import DataFile
+
+logger = logging.getLogger("topiclake.platform.maintenance")
+
+MAX_RACES = 200
+
+
+def commit_rewrite(uri: str, version: int, inside: list[DataFile], data: pa.Table) -> bool:
+    """Replace the files ``inside`` (all of one partition and segment, read at table ``version``) by
+    ``data``, their records sorted by offset; False if another writer removed one of them first."""
+    appender = LocalAppender(uri, version)
+    adds = appender.write_files(data, data_change=False)
+    removes = [remove_action(f.path, f.partition, f.segment, f.size_bytes) for f in inside]
+    metrics = {
+        "numRemovedFiles": str(len(removes)),
+        "numAddedFiles": str(len(adds)),
+        "numRemovedBytes": str(sum(f.size_bytes for f in inside)),
+        "numAddedBytes": str(sum(int(str(a["add"]["size"])) for a in adds)),
+    }
+    info = commit_info(metrics, {"topiclake.operation": "compaction"}, compaction=True)
+    read = {f.path for f in inside}
+    for _ in range(MAX_RACES):
+        try:
+            appender.commit([info, *removes, *adds])
+            return True
+        except LostRace as race:
+            if race.winners.changed_table or race.winners.removed & read:
+                break
+    for add in adds:  # never referenced: remove now rather than wait for vacuum
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(uri, str(add["add"]["path"])))
+    return False

@@ -1,0 +1,104 @@
+"""A topic log's local append path (:mod:`.fast_append`): its commit step, what it does after losing a
+version to another writer, and keeping the delta-rs snapshot it no longer refreshes on every commit
+current enough. Split from :mod:`.topic_log`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from topiclake.errors import StorageError
+from topiclake.platform._log_base import FOREIGN_ERRORS, LogBase, epoch_app_id, partition_app_id
+from topiclake.platform.fast_append import LocalAppender, LostRace, Winners, commit_info, txn_action
+
+logger = logging.getLogger("topiclake.platform.topic_log")  # one logger for all parts of the log
+
+#: The delta-rs snapshot of the commit path is refreshed at least this often while it commits locally,
+#: so that it never needs log entries older than the shortest log window (1 s) to catch up.
+SNAPSHOT_REFRESH_S = 0.5
+
+
+class LogLocal(LogBase):
+    """Commits on a local warehouse through :class:`LocalAppender` (None: delta-rs commits)."""
+
+    _fast: LocalAppender | None
+    _snapshot_refreshed: float
+
+    def known_version(self) -> int:
+        """The newest table version this log knows to exist (its own commits included)."""
+        fast = self._fast
+        return max(self._dt.version(), fast.version if fast is not None else -1)
+
+    def _commit_fast(
+        self,
+        fast: LocalAppender,
+        data: pa.Table,
+        txn_ids: list[tuple[str, int]],
+        now: int,
+        custom: dict[str, str],
+    ) -> None:
+        if fast.stale():  # a checkpoint past our version: entries after it may be gone, catch up first
+            self._refresh_snapshot()
+            fast.version = max(fast.version, self._dt.version())
+            if self._rebase_if_fenced():  # queued offsets moved: the caller rebuilds the batch
+                raise LostRace(Winners(versions=[fast.version]))
+        adds = fast.write_files(data)
+        size = sum(int(str(a["add"]["size"])) for a in adds)
+        metrics = {
+            "numFiles": str(len(adds)),
+            "numOutputRows": str(data.num_rows),
+            "numOutputBytes": str(size),
+        }
+        actions: list[Mapping[str, object]] = [commit_info(metrics, custom), *adds]
+        actions += [txn_action(a, v, now) for a, v in txn_ids]
+        version = fast.commit(actions)
+        self._storage.sync_commit(self.uri, version)
+
+    def _after_lost_race(self, winners: Winners) -> bool:
+        """After losing versions to ``winners``: whether our queued offsets moved (a fence).
+
+        Compaction, retention and vacuum never write ``txn`` ids, other brokers only those of the
+        partitions they lead: the next version is simply tried. A winner that wrote the ids of a
+        partition we lead, or changed the table, makes us refresh the snapshot, check the table is
+        still ours to write and move queued records behind another writer's.
+        """
+        ours = {partition_app_id(self.topic, p) for p in list(self._parts) if self.leads(p)}
+        ours |= {epoch_app_id(self.topic, p) for p in list(self._parts) if self.leads(p)}
+        if not ours & winners.txns.keys() and not winners.changed_table:
+            return False  # other brokers write only the partitions they lead: no concern of ours
+        self._refresh_snapshot()
+        if winners.changed_table:
+            self._check_table(self._dt)
+        if self._fast is not None:
+            self._fast.version = max(self._fast.version, self._dt.version())
+        return self._rebase_if_fenced()
+
+    def _refresh_snapshot(self) -> None:
+        """Bring the commit path's delta-rs snapshot to the table's newest version (reopened when the
+        log entries it would read were cleaned up)."""
+        self._snapshot_refreshed = time.monotonic()
+        try:
+            self._dt.update_incremental()
+            return
+        except FOREIGN_ERRORS as exc:
+            logger.info("topic %s: snapshot reopened (%s)", self.topic, str(exc).splitlines()[0])
+        try:
+            self._dt = DeltaTable(self.uri, storage_options=self._storage.options())
+        except FOREIGN_ERRORS as exc:
+            raise StorageError(f"cannot refresh topic table {self.uri}: {exc}", topic=self.topic) from exc
+
+    def _snapshot_current(self) -> None:
+        """Off the answer path (after a flush): keep the snapshot within the shortest log window."""
+        fast = self._fast
+        if fast is None or self._dt.version() >= fast.version:
+            return
+        if time.monotonic() - self._snapshot_refreshed >= SNAPSHOT_REFRESH_S:
+            try:
+                self._refresh_snapshot()
+            except StorageError as exc:
+                logger.warning("topic %s: %s", self.topic, exc.message)
