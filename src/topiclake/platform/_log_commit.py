@@ -73,7 +73,8 @@ class LogCommits(LogLocal):
         finally:
             self._budget.release(sum(p.nbytes for p in take))
         elapsed_ms = (time.perf_counter() - started) * 1000
-        self._takeover_reader = None  # our snapshot is now at least as new
+        if self._fast is None:  # delta-rs refreshed our snapshot: it is now at least as new
+            self._takeover_reader = None
         self.commits += 1
         self.commit_latencies_ms.append(elapsed_ms)
         if len(self.commit_latencies_ms) > 10_000:
@@ -99,7 +100,6 @@ class LogCommits(LogLocal):
         for pend in take:
             if not pend.handle.future.done():
                 pend.handle.future.set_result(None)
-        self._snapshot_current()
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "topic %s: committed version %d with %d records in %.1f ms, ends %s",

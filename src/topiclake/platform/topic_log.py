@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -92,7 +91,6 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         self._intents = False
         self._holds = 0
         self._dt = self._open_table()
-        self._snapshot_refreshed = time.monotonic()
         local = storage.is_local and config.maintenance and config.local_append
         self._fast = LocalAppender(self.uri, self._dt.version()) if local else None
         # partition -> leader epoch of the partitions this broker leads; None: all (no cluster)
@@ -202,11 +200,8 @@ class TopicLog(LogAppends, LogCommits, LogReads):
 
     def _load_producer(self, producer_id: int, scope: int | None) -> tuple[int, int] | None:
         # after a takeover, the snapshot taken then holds what the previous leader committed
-        dt = self._takeover_reader
-        if dt is None:
-            if self._dt.version() < self.known_version():  # local appends since: catch the snapshot up
-                self._refresh_snapshot()
-            dt = self._dt
+        # every producer this log wrote since it opened is in memory (see _log_local.py)
+        dt = self._takeover_reader or self._dt
         version = dt.transaction_version(producer_app_id(self.topic, producer_id, scope))
         return None if version is None else decode_state(version)
 
