@@ -20,6 +20,7 @@ from topiclake.platform.append_handle import PendingBatch
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicInfo
 from topiclake.platform.config import BrokerConfig
+from topiclake.platform.file_cache import SmallFileCache
 from topiclake.platform.file_index import FileIndex
 from topiclake.platform.maintenance import TableMaintainer
 from topiclake.platform.producer_state import ProducerStates
@@ -97,6 +98,7 @@ class LogBase:
     _index_lock: threading.Lock
     _index: FileIndex | None
     _fs: pafs.FileSystem
+    _file_cache: SmallFileCache | None
     _intents_checked: float
     _intents: bool
     _holds: int

@@ -136,7 +136,7 @@ class LogReads(LogBase):
                     window_end = wanted[i + 1].min_offset
                     wanted = wanted[: i + 1]
                     break
-            table = read_files(self._fs, wanted, start)
+            table = read_files(self._fs, wanted, start, self._file_cache)
             table = table.filter(pc.less(table["offset"], window_end))
             if table.num_rows:
                 return bounded_concat([table], max_records, max_bytes)

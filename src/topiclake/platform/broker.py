@@ -30,6 +30,7 @@ from topiclake.platform.cluster.node import ClusterNode
 from topiclake.platform.cluster.router import Router
 from topiclake.platform.cluster.routing import Forwarder
 from topiclake.platform.config import BrokerConfig
+from topiclake.platform.file_cache import SmallFileCache
 from topiclake.platform.group_coordinator import GroupCoordinator
 from topiclake.platform.maintenance import Maintenance
 from topiclake.platform.partitioner import Partitioner
@@ -62,6 +63,7 @@ class Broker(BrokerCluster, BrokerProduce):
         self.config = config or BrokerConfig()
         self.catalog = TopicCatalog(storage)
         self.budget = MemoryBudget(self.config.buffer_max_bytes)
+        self.file_cache = SmallFileCache(self.config.read_cache_bytes)  # shared by the topics' reads
         self.partitioner = Partitioner()
         self._logs: dict[str, TopicLog] = {}
         self._lock = threading.Lock()
@@ -189,7 +191,7 @@ class Broker(BrokerCluster, BrokerProduce):
         with self._lock:
             log = self._logs.get(name)
             if log is None:
-                log = TopicLog(self.storage, info, self.config, self.budget)
+                log = TopicLog(self.storage, info, self.config, self.budget, self.file_cache)
                 self._logs[name] = log
                 opened = True
             else:

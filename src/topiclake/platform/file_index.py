@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from topiclake.platform.file_cache import SmallFileCache
 from topiclake.schemas import TOPIC_SCHEMA
 
 logger = logging.getLogger(__name__)
@@ -162,11 +163,54 @@ def read_file(fs: pafs.FileSystem, f: DataFile) -> pa.Table:
     return table
 
 
-def read_files(fs: pafs.FileSystem, files: list[DataFile], min_offset: int) -> pa.Table:
+def read_files(
+    fs: pafs.FileSystem, files: list[DataFile], min_offset: int, cache: SmallFileCache | None = None
+) -> pa.Table:
     """Read several data files at once (in parallel) into one table ordered by offset, keeping only
-    offsets >= ``min_offset``; the partition columns are restored from each file's Delta partition values."""
+    offsets >= ``min_offset``; the partition columns are restored from each file's Delta partition values.
+
+    With ``cache``, small files are taken from it when there, and kept in it when read.
+    """
     if not files:
         return TOPIC_SCHEMA.empty_table()
+    if cache is None:
+        return _read_dataset(fs, files, pc.field("offset") >= min_offset).sort_by("offset")
+    tables: list[pa.Table] = []
+    missing: list[DataFile] = []
+    others: list[DataFile] = []
+    for f in files:
+        if not cache.keeps(f.size_bytes):
+            others.append(f)
+        elif (hit := cache.get(f.path)) is not None:
+            tables.append(hit)
+        else:
+            missing.append(f)
+    if missing:  # one parallel read, split back into files by fragment
+        read = _read_dataset(fs, missing, None, by_file=True)
+        index = read["__fragment_index"]
+        read = read.drop_columns(["__fragment_index"])
+        counts = pc.value_counts(index)
+        start = 0
+        for item in counts:
+            n = item["counts"].as_py()
+            f = missing[item["values"].as_py()]
+            part = read.slice(start, n)
+            start += n
+            cache.put(f.path, part)
+            tables.append(part)
+    if others:
+        tables.append(_read_dataset(fs, others, pc.field("offset") >= min_offset))
+    table = pa.concat_tables(tables)
+    if table.column(0).num_chunks > 1:  # one chunk per small file: kernels cost per chunk
+        table = table.combine_chunks()
+    if min_offset > 0:
+        table = table.filter(pc.greater_equal(table["offset"], min_offset))
+    return table.sort_by("offset")
+
+
+def _read_dataset(
+    fs: pafs.FileSystem, files: list[DataFile], where: pc.Expression | None, by_file: bool = False
+) -> pa.Table:
     dataset = ds.FileSystemDataset.from_paths(
         [f.path for f in files],
         schema=TOPIC_SCHEMA,
@@ -178,5 +222,10 @@ def read_files(fs: pafs.FileSystem, files: list[DataFile], min_offset: int) -> p
             for f in files
         ],
     )
-    table = dataset.to_table(filter=pc.field("offset") >= min_offset, use_threads=True)
-    return table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA).sort_by("offset")
+    if not by_file:
+        table = dataset.to_table(filter=where, use_threads=True)
+        return table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
+    table = dataset.to_table(columns=[*TOPIC_SCHEMA.names, "__fragment_index"], use_threads=True)
+    table = table.sort_by([("__fragment_index", "ascending"), ("offset", "ascending")])
+    data = table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
+    return data.append_column("__fragment_index", table["__fragment_index"])

@@ -40,6 +40,7 @@ from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicInfo
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.fast_append import LocalAppender
+from topiclake.platform.file_cache import SmallFileCache
 from topiclake.platform.file_index import FileIndex
 from topiclake.platform.maintenance import TableMaintainer, log_retention_property
 from topiclake.platform.partition_offsets import record_partition_offsets
@@ -64,12 +65,20 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         budget: Shared bound on accepted-but-uncommitted bytes.
     """
 
-    def __init__(self, storage: Storage, info: TopicInfo, config: BrokerConfig, budget: MemoryBudget) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        info: TopicInfo,
+        config: BrokerConfig,
+        budget: MemoryBudget,
+        file_cache: SmallFileCache | None = None,
+    ) -> None:
         self.topic = info.name
         self.info = info
         self._storage = storage
         self._config = config
         self._budget = budget
+        self._file_cache = file_cache
         self.uri = storage.topic_uri(info.name)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
