@@ -102,6 +102,7 @@ class LogBase:
     _intents_checked: float
     _intents: bool
     _holds: int
+    _commit_lock: threading.Lock
     _dt: DeltaTable
     _led: dict[int, int] | None
     _hooks: PostCommitHookProperties | None

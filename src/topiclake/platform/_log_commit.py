@@ -168,16 +168,17 @@ class LogCommits(LogLocal):
                     continue
             base_version = self._dt.version()
             try:
-                write_deltalake(
-                    self._dt,
-                    data,
-                    mode="append",
-                    commit_properties=CommitProperties(
-                        app_transactions=[Transaction(app, v, now) for app, v in txn_ids],
-                        custom_metadata=custom,
-                    ),
-                    post_commithook_properties=self._hooks,
-                )
+                with self._commit_lock:
+                    write_deltalake(
+                        self._dt,
+                        data,
+                        mode="append",
+                        commit_properties=CommitProperties(
+                            app_transactions=[Transaction(app, v, now) for app, v in txn_ids],
+                            custom_metadata=custom,
+                        ),
+                        post_commithook_properties=self._hooks,
+                    )
                 self._storage.sync_commit(self.uri, self._dt.version())
                 if self._dt.version() != base_version + 1:
                     # delta-rs committed on top of others' commits, now in our snapshot: if one of them

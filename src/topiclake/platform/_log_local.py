@@ -47,16 +47,17 @@ class LogLocal(LogBase):
             fast.version = max(fast.version, self._dt.version())
             if self._rebase_if_fenced():  # queued offsets moved: the caller rebuilds the batch
                 raise LostRace(Winners(versions=[fast.version]))
-        adds = fast.write_files(data)
-        size = sum(int(str(a["add"]["size"])) for a in adds)
-        metrics = {
-            "numFiles": str(len(adds)),
-            "numOutputRows": str(data.num_rows),
-            "numOutputBytes": str(size),
-        }
-        actions: list[Mapping[str, object]] = [commit_info(metrics, custom), *adds]
-        actions += [txn_action(a, v, now) for a, v in txn_ids]
-        version = fast.commit(actions)
+        with self._commit_lock:  # vacuum takes it: no file of ours is deleted before its commit
+            adds = fast.write_files(data)
+            size = sum(int(str(a["add"]["size"])) for a in adds)
+            metrics = {
+                "numFiles": str(len(adds)),
+                "numOutputRows": str(data.num_rows),
+                "numOutputBytes": str(size),
+            }
+            actions: list[Mapping[str, object]] = [commit_info(metrics, custom), *adds]
+            actions += [txn_action(a, v, now) for a, v in txn_ids]
+            version = fast.commit(actions)
         self._storage.sync_commit(self.uri, version)
 
     def _after_lost_race(self, winners: Winners) -> bool:

@@ -24,8 +24,8 @@ from __future__ import annotations
 import errno
 import os
 import time
-import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from topiclake import __version__
+from topiclake.platform.spare_files import write_new
 
 PARTITIONS_JSON = '["partition","segment"]'
 #: Columns with min/max statistics: those delta-rs gives them to (binary and nested columns get none).
@@ -77,27 +78,34 @@ class LocalAppender:
         segment) and return their ``add`` actions (``data_change`` False: a rewrite of records already
         in the table, which streaming readers skip)."""
         groups = _groups(data)
-        adds: list[dict[str, dict[str, object]]] = []
         now = int(time.time() * 1000)
-        for (partition, segment), rows in groups:
-            rel = f"partition={partition}/segment={segment}"
-            folder = os.path.join(self.root, rel)
-            if folder not in self._dirs:
-                os.makedirs(folder, exist_ok=True)
-                self._dirs.add(folder)
-            name = f"{rel}/part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-            path = os.path.join(self.root, name)
-            pq.write_table(rows.drop_columns(["partition", "segment"]), path, compression="snappy")
-            add = {
-                "path": name,
-                "partitionValues": {"partition": str(partition), "segment": str(segment)},
-                "size": os.path.getsize(path),
-                "modificationTime": now,
-                "dataChange": data_change,
-                "stats": orjson.dumps(file_stats(rows)).decode(),
-            }
-            adds.append({"add": add})
-        return adds
+        if len(groups) == 1:
+            return [self._write_group(key, rows, now, data_change) for key, rows in groups]
+        # several partitions: encoded side by side (pyarrow's Parquet writer releases the GIL)
+        return list(_pool().map(lambda g: self._write_group(g[0], g[1], now, data_change), groups))
+
+    def _write_group(
+        self, key: tuple[int, int], rows: pa.Table, now: int, data_change: bool
+    ) -> dict[str, dict[str, object]]:
+        partition, segment = key
+        rel = f"partition={partition}/segment={segment}"
+        folder = os.path.join(self.root, rel)
+        if folder not in self._dirs:
+            os.makedirs(folder, exist_ok=True)
+            self._dirs.add(folder)
+        sink = pa.BufferOutputStream()  # encoded in memory, written with one call into a spare file
+        pq.write_table(rows.drop_columns(["partition", "segment"]), sink, compression="snappy")
+        encoded = sink.getvalue()
+        path = write_new(folder, "part-00000-", "-c000.snappy.parquet", memoryview(encoded))
+        add = {
+            "path": f"{rel}/{os.path.basename(path)}",
+            "partitionValues": {"partition": str(partition), "segment": str(segment)},
+            "size": encoded.size,
+            "modificationTime": now,
+            "dataChange": data_change,
+            "stats": orjson.dumps(file_stats(rows)).decode(),
+        }
+        return {"add": add}
 
     # ------------------------------------------------------------------ log entries
 
@@ -122,9 +130,7 @@ class LocalAppender:
         """
         target = self.version + 1
         body = b"".join(orjson.dumps(a) + b"\n" for a in actions)
-        tmp = os.path.join(self.log_dir, f"_commit_{uuid.uuid4().hex}.json.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(body)
+        tmp = write_new(self.log_dir, "_commit_", ".json.tmp", body)
         try:
             os.link(tmp, self.entry(target))
         except FileExistsError:
@@ -165,6 +171,16 @@ class LocalAppender:
             version += 1
         self.version = max(self.version, version - 1)
         return winners
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="parquet-encode")
+    return _POOL
 
 
 def commit_info(

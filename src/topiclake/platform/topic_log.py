@@ -46,6 +46,7 @@ from topiclake.platform.maintenance import TableMaintainer, log_retention_proper
 from topiclake.platform.partition_offsets import record_partition_offsets
 from topiclake.platform.producer_state import ProducerStates, decode_state, producer_app_id
 from topiclake.platform.records import now_ms
+from topiclake.platform.spare_files import SPARES
 from topiclake.platform.storage import Storage
 from topiclake.platform.tail_cache import TailCache
 from topiclake.schemas import PARTITION_COLUMNS, TOPIC_SCHEMA, TOPIC_TABLE_PROPERTIES
@@ -99,6 +100,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         self._intents_checked = 0.0
         self._intents = False
         self._holds = 0
+        self._commit_lock = threading.Lock()  # one commit's files and entry; held by vacuum too
         self._dt = self._open_table()
         local = storage.is_local and config.maintenance and config.local_append
         self._fast = LocalAppender(self.uri, self._dt.version()) if local else None
@@ -299,6 +301,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             with part.cond:
                 part.cond.notify_all()
         self._closed = True
+        SPARES.forget(self.uri)  # no empty spare files left in the table's directories
         logger.info("topic %s: closed at version %d", self.topic, self.known_version())
 
     @contextmanager
@@ -308,7 +311,8 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         with self._lock:
             self._holds += 1
         try:
-            yield
+            with self._commit_lock:  # the commit in flight, files written and all, finishes first
+                yield
         finally:
             with self._lock:
                 self._holds -= 1

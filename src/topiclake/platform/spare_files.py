@@ -1,0 +1,116 @@
+"""Empty files created ahead of need, off the commit path.
+
+Creating a file costs 0.02-0.6 ms of kernel CPU on this kind of machine (it varies over minutes), and
+every local commit creates at least two: its Parquet file and the temporary file its log entry is linked
+from. Profiles of Kafka ProducerPerformance put those creates at about a third of the flusher's time. So
+one background thread per process keeps a few empty files ready in each directory a committer asked for,
+and the committer writes into one (open without create, ~0.05 ms) instead of creating it.
+
+A spare is an empty, unreferenced file: Delta readers never see it, vacuum may delete it (a committer then
+finds it gone and creates its file itself), and a crash leaves at most ``PER_DIRECTORY`` of them per
+directory. Spares older than ``MAX_AGE_S`` are not handed out: a vacuum with a short retention could
+delete one between the moment it is opened and the commit that references it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+import uuid
+
+logger = logging.getLogger(__name__)
+
+PER_DIRECTORY = 4
+MAX_AGE_S = 30.0
+
+
+class SpareFiles:
+    """Spare empty files per (directory, prefix, suffix); see the module docs."""
+
+    def __init__(self, per_directory: int = PER_DIRECTORY) -> None:
+        self._per = per_directory
+        self._free: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.created = 0
+
+    def take(self, folder: str, prefix: str, suffix: str) -> str | None:
+        """A spare's path in ``folder`` named ``<prefix><uuid><suffix>``, or None (create one yourself)."""
+        key = (folder, prefix, suffix)
+        now = time.monotonic()
+        with self._cond:
+            free = self._free.setdefault(key, [])
+            while free:
+                path, made = free.pop()
+                if now - made <= MAX_AGE_S:
+                    self._cond.notify()
+                    return path
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            self._cond.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="spare-files", daemon=True)
+                self._thread.start()
+        return None
+
+    def forget(self, folder_prefix: str) -> None:
+        """Delete the spares below ``folder_prefix`` (a table being closed or deleted)."""
+        with self._cond:
+            for key in [k for k in self._free if k[0].startswith(folder_prefix)]:
+                for path, _made in self._free.pop(key):
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                wanted = [k for k, v in self._free.items() if len(v) < self._per]
+                if not wanted:
+                    self._cond.wait(1.0)
+                    continue
+            for key in wanted:
+                folder, prefix, suffix = key
+                path = os.path.join(folder, f"{prefix}{uuid.uuid4()}{suffix}")
+                try:
+                    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                    os.close(fd)
+                except OSError:  # the directory is gone (topic deleted): stop serving it
+                    with self._cond:
+                        self._free.pop(key, None)
+                    continue
+                self.created += 1
+                with self._cond:
+                    if key in self._free:
+                        self._free[key].append((path, time.monotonic()))
+                    else:
+                        with contextlib.suppress(OSError):
+                            os.unlink(path)
+
+
+#: The process's spare files (one thread, started on first use).
+SPARES = SpareFiles()
+
+
+def write_new(folder: str, prefix: str, suffix: str, data: bytes | memoryview) -> str:
+    """Write ``data`` as a new file in ``folder`` named ``<prefix><uuid><suffix>`` (a spare when one is
+    ready) and return its path."""
+    path = SPARES.take(folder, prefix, suffix)
+    if path is not None:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        except FileNotFoundError:  # vacuumed meanwhile
+            path = None
+    if path is None:
+        path = os.path.join(folder, f"{prefix}{uuid.uuid4()}{suffix}")
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    finally:
+        os.close(fd)
+    return path
