@@ -25,7 +25,6 @@ import errno
 import os
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -79,10 +78,7 @@ class LocalAppender:
         in the table, which streaming readers skip)."""
         groups = _groups(data)
         now = int(time.time() * 1000)
-        if len(groups) == 1:
-            return [self._write_group(key, rows, now, data_change) for key, rows in groups]
-        # several partitions: encoded side by side (pyarrow's Parquet writer releases the GIL)
-        return list(_pool().map(lambda g: self._write_group(g[0], g[1], now, data_change), groups))
+        return [self._write_group(key, rows, now, data_change) for key, rows in groups]
 
     def _write_group(
         self, key: tuple[int, int], rows: pa.Table, now: int, data_change: bool
@@ -171,16 +167,6 @@ class LocalAppender:
             version += 1
         self.version = max(self.version, version - 1)
         return winners
-
-
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="parquet-encode")
-    return _POOL
 
 
 def commit_info(
