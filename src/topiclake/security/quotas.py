@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from topiclake.errors import InvalidConfig
 
@@ -93,9 +94,10 @@ class Quotas:
     _buckets: dict[tuple[str, str, QuotaKind], _Bucket] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    @property
+    @cached_property
     def enabled(self) -> bool:
-        """Whether any principal has any limit (listeners skip all accounting otherwise)."""
+        """Whether any principal has any limit (listeners skip all accounting otherwise). Limits are fixed
+        at start, so this is worked out once: it is asked on every request."""
         return not self.default.unlimited or any(not o.unlimited for o in self.overrides.values())
 
     def limits(self, principal: str) -> QuotaLimits:
