@@ -76,6 +76,7 @@ def serve_with_registry(settings: GatewaySettings) -> None:
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,
+            access_log=settings.log_level == "debug",  # as serve.py: a line per request only at debug
             **uvicorn_tls_options(settings),
         )
     )
@@ -85,6 +86,7 @@ def serve_with_registry(settings: GatewaySettings) -> None:
             host=settings.host,
             port=settings.schema_registry_port,
             log_level=settings.log_level,
+            access_log=settings.log_level == "debug",  # as serve.py: a line per request only at debug
             **uvicorn_tls_options(settings),
         )
     )
