@@ -17,7 +17,13 @@ import os
 
 import pyarrow as pa
 
-from topiclake.platform.fast_append import LocalAppender, LostRace, commit_info, remove_action
+from topiclake.platform.fast_append import (
+    LocalAppender,
+    LostRace,
+    added_bytes,
+    commit_info,
+    remove_action,
+)
 from topiclake.platform.file_index import DataFile
 
 logger = logging.getLogger("topiclake.platform.maintenance")
@@ -35,7 +41,7 @@ def commit_rewrite(uri: str, version: int, inside: list[DataFile], data: pa.Tabl
         "numRemovedFiles": str(len(removes)),
         "numAddedFiles": str(len(adds)),
         "numRemovedBytes": str(sum(f.size_bytes for f in inside)),
-        "numAddedBytes": str(sum(int(str(a["add"]["size"])) for a in adds)),
+        "numAddedBytes": str(added_bytes(adds)),
     }
     info = commit_info(metrics, {"topiclake.operation": "compaction"}, compaction=True)
     read = {f.path for f in inside}

@@ -354,8 +354,6 @@ class LogCommits(LogLocal):
             )
             try:
                 self._refresh_snapshot()
-                if self._fast is not None:
-                    self._fast.version = max(self._fast.version, self._dt.version())
                 self._takeover_reader = None
                 self._producers.forget_all()
                 index = self._refresh_index(force=True)

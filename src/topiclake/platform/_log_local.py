@@ -19,7 +19,14 @@ from deltalake import DeltaTable
 
 from topiclake.errors import StorageError
 from topiclake.platform._log_base import FOREIGN_ERRORS, LogBase, epoch_app_id, partition_app_id
-from topiclake.platform.fast_append import LocalAppender, LostRace, Winners, commit_info, txn_action
+from topiclake.platform.fast_append import (
+    LocalAppender,
+    LostRace,
+    Winners,
+    added_bytes,
+    commit_info,
+    txn_action,
+)
 
 logger = logging.getLogger("topiclake.platform.topic_log")  # one logger for all parts of the log
 
@@ -44,16 +51,14 @@ class LogLocal(LogBase):
     ) -> None:
         if fast.stale():  # a checkpoint past our version: entries after it may be gone, catch up first
             self._refresh_snapshot()
-            fast.version = max(fast.version, self._dt.version())
             if self._rebase_if_fenced():  # queued offsets moved: the caller rebuilds the batch
                 raise LostRace(Winners(versions=[fast.version]))
         with self._commit_lock:  # vacuum takes it: no file of ours is deleted before its commit
             adds = fast.write_files(data)
-            size = sum(int(str(a["add"]["size"])) for a in adds)
             metrics = {
                 "numFiles": str(len(adds)),
                 "numOutputRows": str(data.num_rows),
-                "numOutputBytes": str(size),
+                "numOutputBytes": str(added_bytes(adds)),
             }
             actions: list[Mapping[str, object]] = [commit_info(metrics, custom), *adds]
             actions += [txn_action(a, v, now) for a, v in txn_ids]
@@ -75,19 +80,19 @@ class LogLocal(LogBase):
         self._refresh_snapshot()
         if winners.changed_table:
             self._check_table(self._dt)
-        if self._fast is not None:
-            self._fast.version = max(self._fast.version, self._dt.version())
         return self._rebase_if_fenced()
 
     def _refresh_snapshot(self) -> None:
         """Bring the commit path's delta-rs snapshot to the table's newest version (reopened when the
-        log entries it would read were cleaned up)."""
+        log entries it would read were cleaned up), and the local appender's version with it."""
         try:
             self._dt.update_incremental()
-            return
         except FOREIGN_ERRORS as exc:
             logger.info("topic %s: snapshot reopened (%s)", self.topic, str(exc).splitlines()[0])
-        try:
-            self._dt = DeltaTable(self.uri, storage_options=self._storage.options())
-        except FOREIGN_ERRORS as exc:
-            raise StorageError(f"cannot refresh topic table {self.uri}: {exc}", topic=self.topic) from exc
+            try:
+                self._dt = DeltaTable(self.uri, storage_options=self._storage.options())
+            except FOREIGN_ERRORS as exc2:
+                message = f"cannot refresh topic table {self.uri}: {exc2}"
+                raise StorageError(message, topic=self.topic) from exc2
+        if self._fast is not None:
+            self._fast.version = max(self._fast.version, self._dt.version())

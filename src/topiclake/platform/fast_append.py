@@ -193,6 +193,11 @@ def commit_info(
     }
 
 
+def added_bytes(adds: Sequence[Mapping[str, Mapping[str, object]]]) -> int:
+    """The bytes of the data files that ``add`` actions add."""
+    return sum(int(str(a["add"]["size"])) for a in adds)
+
+
 def remove_action(path: str, partition: int, segment: int, size: int) -> dict[str, object]:
     """The ``remove`` of a data file a compaction rewrote (no data change: the records stay)."""
     return {
