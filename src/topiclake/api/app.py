@@ -6,8 +6,10 @@ import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 import topiclake
 from topiclake import console
@@ -16,7 +18,7 @@ from topiclake.api.auth import AuthMiddleware
 from topiclake.api.auth.access import make_security
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.deps import advertised
-from topiclake.api.fast_produce import FastProduce
+from topiclake.api.fast_produce import FastProduce, front_door
 from topiclake.api.forwarding import ClusterRouting, HttpForwarder
 from topiclake.api.metrics import GatewayMetrics, RequestCounter
 from topiclake.api.quota_limit import QuotaLimit
@@ -54,11 +56,23 @@ is already in the topic's Delta table, visible to every reader and to SQL.
 """
 
 
+class Gateway(FastAPI):
+    """The FastAPI app, entered through :func:`~topiclake.api.fast_produce.front_door`: the common produce
+    request is served before the middleware when none of it applies."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._front = front_door(self, super().__call__)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._front(scope, receive, send)
+
+
 def create_app(
     settings: GatewaySettings | None = None,
     broker: Broker | None = None,
     schema_registry: SchemaRegistry | None = None,
-) -> FastAPI:
+) -> Gateway:
     """Build the gateway app.
 
     Args:
@@ -158,7 +172,7 @@ def create_app(
                 metrics.object_store.stop()
             app.state.security.close()
 
-    app = FastAPI(
+    app = Gateway(
         title="topiclake",
         version=topiclake.__version__,
         description=_DESCRIPTION,
@@ -167,7 +181,7 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = metrics
     errors.install(app)
-    app.add_middleware(FastProduce)  # innermost: counted and routed like any request
+    app.add_middleware(FastProduce)  # innermost, when the front door cannot serve (auth on, quotas)
     app.state.quotas = quotas_from_settings(
         settings.quota_produce_bytes_per_s,
         settings.quota_fetch_bytes_per_s,

@@ -23,14 +23,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from topiclake.api import codec
 from topiclake.api.errors import native_body, status_for
+from topiclake.api.forwarding import GROUP_PROXY_HEADER
 from topiclake.api.produce_body import producer_from_json, result_bodies, rows_from_json
 from topiclake.errors import TopiclakeError
 from topiclake.platform import produce_rows
+from topiclake.platform.cluster.routing import FORWARDED_HEADER
 from topiclake.platform.records import normalize_acks
 
 _PATH = re.compile(r"^/v1/topics/([^/]+)/records$")
 _ROUTE = SimpleNamespace(path="/v1/topics/{topic}/records")  # what the request counter reports
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+_TRIED = "topiclake.fast_produce"  # scope key: the request was tried once (front door or inner)
+_ROUTED = frozenset((FORWARDED_HEADER.encode(), GROUP_PROXY_HEADER.encode()))
 
 
 @functools.lru_cache(maxsize=256)  # producers send the same few query strings again and again
@@ -52,26 +56,48 @@ def _query(raw: bytes) -> tuple[str, int | None, str] | None:
 
 
 class FastProduce:
-    """Pure ASGI middleware in front of the routes; see the module docs."""
+    """Pure ASGI middleware in front of the routes; see the module docs.
 
-    def __init__(self, app: ASGIApp) -> None:
+    Args:
+        app: The ASGI app behind.
+        front: The gateway app, when this instance sits in front of all its middleware (see
+            :func:`front_door`); it then serves only while nothing that middleware does applies to the
+            request (authentication off, no quotas, not a forwarded request) and counts what it answers.
+    """
+
+    def __init__(self, app: ASGIApp, front: Any = None) -> None:
         self.app = app
+        self.front = front
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http" or scope["method"] != "POST" or _TRIED in scope:
             await self.app(scope, receive, send)
             return
         m = _PATH.match(scope["path"])
         query = _query(scope.get("query_string", b"")) if m else None
-        if m is None or query is None or not _json(scope):
+        if m is None or query is None or not _json(scope, self.front is not None):
             await self.app(scope, receive, send)
             return
+        if self.front is None:
+            state = scope["app"].state
+        else:
+            state = self.front.state
+            if not _open(state):
+                await self.app(scope, receive, send)  # the middleware has work to do: the inner instance
+                return
+            scope["app"] = self.front
+        scope[_TRIED] = True  # one attempt per request: the inner instance lets a fall-through pass
         started = time.perf_counter()
-        state = scope["app"].state
         body, complete = await _read(receive, state.settings.max_request_bytes)
-        if complete and await self._serve(scope, send, state, unquote(m.group(1)), query, body, started):
-            return
-        await self.app(scope, _replay(body, complete, receive), send)
+        status = (
+            await self._serve(scope, send, state, unquote(m.group(1)), query, body, started)
+            if complete
+            else 0
+        )
+        if not status:
+            await self.app(scope, _replay(body, complete, receive), send)
+        elif self.front is not None:  # the request counter is behind us
+            state.metrics.request("POST", _ROUTE.path, status)
 
     async def _serve(
         self,
@@ -82,46 +108,70 @@ class FastProduce:
         query: tuple[str, int | None, str],
         body: bytes,
         started: float,
-    ) -> bool:
+    ) -> int:
+        """The answer's status, or 0 when nothing was queued and the documented route must answer."""
         acks, partition, encoding = query
         try:
             doc = orjson.loads(body)
             ack = normalize_acks(acks)
             records = doc["records"]
             if not isinstance(records, list) or not records:
-                return False
+                return 0
             if doc.get("key_schema_id") is not None or doc.get("value_schema_id") is not None:
-                return False  # framed with registered schemas: the documented route
+                return 0  # framed with registered schemas: the documented route
             producer = producer_from_json(doc.get("producer"))
             rows, explicit, errors = rows_from_json(records, encoding)
             if errors and producer is not None:
-                return False
+                return 0
             pending = produce_rows.start(
                 state.broker, topic, rows, explicit, partition=partition, acks=ack, producer=producer
             )
         except (orjson.JSONDecodeError, TopiclakeError, TypeError, KeyError, AttributeError):
-            return False  # nothing was queued: the documented route answers (and errs) as it always did
+            return 0  # nothing was queued: the documented route answers (and errs) as it always did
         if pending is None:
-            return False
+            return 0
         scope["route"] = _ROUTE
         try:
             await pending.committed()
         except TopiclakeError as exc:
             status, _ = status_for(exc, scope["path"])
             await _respond(send, status, orjson.dumps(native_body(exc)))
-            return True
+            return status
         results = result_bodies(pending.finish(), errors, len(records))
         nbytes = sum(map(len, filter(None, rows.keys))) + sum(map(len, filter(None, rows.values)))
         state.metrics.produced(topic, len(results), nbytes, "native", ack, started)
         await _respond(send, 200, orjson.dumps({"topic": topic, "results": results}))
-        return True
+        return 200
 
 
-def _json(scope: Scope) -> bool:
+def front_door(gateway: Any, app: ASGIApp) -> ASGIApp:
+    """:class:`FastProduce` in front of ``app`` (the gateway's whole middleware stack, entered through
+    ``gateway``'s own ``__call__``): with authentication off and no quotas, the common produce request is
+    served before FastAPI's error, telemetry and body-limit layers and ours (auth, cluster routing,
+    request counting, quotas), each of which would pass it through unchanged — about a fifth of a
+    one-record request's CPU."""
+    return FastProduce(app, front=gateway)
+
+
+def _open(state: Any) -> bool:
+    """Whether no middleware behind the front door has anything to do for a produce request."""
+    security = getattr(state, "security", None)  # None until the lifespan made it
+    quotas = getattr(state, "quotas", None)
+    return bool(security is not None and not security.auth and quotas is not None and not quotas.enabled)
+
+
+def _json(scope: Scope, front: bool) -> bool:
+    """A JSON body; in front of the middleware, also not a request another broker forwarded (cluster
+    routing marks those)."""
+    plain = False
     for k, v in scope["headers"]:
         if k == b"content-type":
-            return bool(v.split(b";", 1)[0].strip().lower() == b"application/json")
-    return False
+            plain = bool(v.split(b";", 1)[0].strip().lower() == b"application/json")
+            if not front:
+                return plain
+        elif front and k in _ROUTED:
+            return False
+    return plain
 
 
 async def _read(receive: Receive, limit: int) -> tuple[bytes, bool]:

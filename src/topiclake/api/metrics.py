@@ -80,6 +80,7 @@ class GatewayMetrics:
         self.broker: Broker | None = None
         self.object_store: ProxyProcess | None = None  # TOPICLAKE_COUNT_OBJECT_STORE_REQUESTS
         self._produced: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}  # see produced()
+        self._requests: dict[tuple[str, str, int], Any] = {}  # see request()
         self.requests = Counter(
             "topiclake_http_requests",
             "HTTP requests by route template and status",
@@ -122,6 +123,16 @@ class GatewayMetrics:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
 
+    def request(self, method: str, template: str, status: int) -> None:
+        """Count one answered request (the labelled child is looked up once: the hot path)."""
+        key = (method, template, status)
+        child = self._requests.get(key)
+        if child is None:
+            child = self.requests.labels(method, template, str(status))
+            if len(self._requests) < _MAX_CACHED:
+                self._requests[key] = child
+        child.inc()
+
     def produced(self, topic: str, records: int, nbytes: int, api: str, acks: str, started: float) -> None:
         """Count one produce request (the labelled children are looked up once: the hot path)."""
         children = self._produced.get((topic, api, acks))
@@ -154,7 +165,6 @@ class RequestCounter:
     def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
         self.app = app
         self.metrics = metrics
-        self._children: dict[tuple[str, str, int], Any] = {}  # labelled counters, looked up once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -171,12 +181,4 @@ class RequestCounter:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", "unmatched")
-            key = (scope["method"], template, status)
-            child = self._children.get(key)
-            if child is None:
-                child = self.metrics.requests.labels(scope["method"], template, str(status))
-                if len(self._children) < _MAX_CACHED:
-                    self._children[key] = child
-            child.inc()
+            self.metrics.request(scope["method"], getattr(scope.get("route"), "path", "unmatched"), status)

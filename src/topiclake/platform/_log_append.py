@@ -109,13 +109,13 @@ class LogAppends(LogBase):
 
     def _materialize(self, take: list[PendingBatch]) -> None:
         """Build the tables of the lazily queued batches in ``take``: one Arrow table for all of them."""
-        lazy = [pend for pend in take if pend.table is None and pend.lazy is not None]
+        lazy = [pend for pend in take if not pend.built and pend.lazy is not None]
         if not lazy:
             return
         table = topic_table(self.topic, [(p.partition, p.base_offset, p.lazy) for p in lazy if p.lazy])
         start = 0
         for pend in lazy:
-            pend.table = table.slice(start, pend.count)
+            pend.built_in(table, start)
             start += pend.count
 
     def _admit(
@@ -163,7 +163,7 @@ class LogAppends(LogBase):
             return dup.original
         handle = AppendHandle()
         handle.by_sequence = self._find_sequences(dup.producer_id, dup.base_sequence, dup.count, dup.scope)
-        handle.future.set_result(None)
+        handle.settle()
         return handle
 
     def _find_sequences(

@@ -22,6 +22,7 @@ rebases, as after a delta-rs conflict). Readers, checkpoints, compaction and vac
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -242,8 +243,12 @@ def file_stats(rows: pa.Table) -> dict[str, object]:
 def _iso_ms(micros: int) -> str:
     """A timestamp statistic: UTC, truncated to the millisecond (as delta-rs and Spark write them)."""
     millis = micros // 1000
-    moment = datetime.fromtimestamp(millis // 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis % 1000:03d}Z"
+    return f"{_iso_second(millis // 1000)}.{millis % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=256)  # a commit's timestamps fall in the same few seconds
+def _iso_second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _groups(data: pa.Table) -> list[tuple[tuple[int, int], pa.Table]]:

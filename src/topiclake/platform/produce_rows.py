@@ -45,9 +45,10 @@ class PendingProduce:
         """Wait (without a thread) until the records are committed; raise the commit's error if any."""
         if self.handle is None or self.acks != "all":
             return
-        waiter = asyncio.shield(asyncio.wrap_future(self.handle.future))  # a retry may share the handle
+        waiter = self.handle.committed()
         try:
-            await asyncio.wait_for(waiter, self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                await waiter
         except TimeoutError as exc:
             raise RequestTimedOut(
                 f"commit to {self.topic} did not finish within {self.timeout_s:.1f} s; its outcome is "

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -137,56 +138,79 @@ class LazyBatch:
 
 
 def topic_table(topic: str, batches: Sequence[tuple[int, int, LazyBatch]]) -> pa.Table:
-    """One topic-table (:data:`~topiclake.schemas.TOPIC_SCHEMA`) for many (partition, base offset, batch)."""
+    """One topic-table (:data:`~topiclake.schemas.TOPIC_SCHEMA`) for many (partition, base offset, batch).
+
+    Columns that are one value per batch (topic, partition, segment, timestamp type, producer) are built
+    as runs, and offsets as ranges, by Arrow and numpy: a list of one Python object per record cost more
+    than the keys and values for a flush of small requests.
+    """
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     headers: list[Headers] = []
-    stamps: list[int] = []
-    types: list[int] = []
-    parts: list[int] = []
-    offsets: list[int] = []
-    segments: list[int] = []
-    pids: list[int | None] = []
-    epochs: list[int | None] = []
-    seqs: list[int | None] = []
-    for partition, base, b in batches:
+    counts: list[int] = []
+    explicit = False  # some record carries its own CreateTime
+    for _, _, b in batches:
         r = b.rows
-        n = len(r)
         keys += r.keys
         values += r.values
         headers += r.headers
-        if b.log_append_time:
-            stamps += [b.now] * n
-            types += [LOG_APPEND_TIME] * n
-        else:
-            now = b.now
-            if r.timestamps.count(None) == n:
-                stamps += [now] * n
-            else:
-                stamps += [now if ts is None else ts for ts in r.timestamps]
-            types += [CREATE_TIME] * n
-        parts += [partition] * n
-        offsets += range(base, base + n)
-        segments += [b.segment] * n
-        pids += [b.producer_id] * n
-        epochs += [b.producer_epoch] * n
-        seqs += [None] * n if b.base_sequence is None else range(b.base_sequence, b.base_sequence + n)
+        counts.append(len(r))
+        explicit = explicit or (not b.log_append_time and r.timestamps.count(None) != len(r))
     total = len(keys)
-    micros = pc.multiply_checked(pa.array(stamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
+    if explicit:
+        stamps: list[int] = []
+        for _, _, b in batches:
+            now, r = b.now, b.rows
+            stamps += (
+                [b.now] * len(r) if b.log_append_time else [now if t is None else t for t in r.timestamps]
+            )
+        millis = pa.array(stamps, pa.int64())
+    else:
+        millis = _runs([b.now for _, _, b in batches], counts, pa.int64())
+    micros = pc.multiply_checked(millis, 1000).cast(pa.timestamp("us", tz="UTC"))
+    kinds = [LOG_APPEND_TIME if b.log_append_time else CREATE_TIME for _, _, b in batches]
+    if all(b.base_sequence is None for _, _, b in batches):
+        seqs: pa.Array = pa.nulls(total, pa.int32())
+    else:
+        listed: list[int | None] = []
+        for _, _, b in batches:
+            n = len(b.rows)
+            listed += [None] * n if b.base_sequence is None else range(b.base_sequence, b.base_sequence + n)
+        seqs = pa.array(listed, pa.int32())
     return pa.Table.from_arrays(
         [
             pa.array(keys, pa.binary()),
             pa.array(values, pa.binary()),
-            pa.array([topic] * total, pa.string()),
-            pa.array(parts, pa.int32()),
-            pa.array(offsets, pa.int64()),
+            pa.repeat(pa.scalar(topic, pa.string()), total),
+            _runs([p for p, _, _ in batches], counts, pa.int32()),
+            _offsets([base for _, base, _ in batches], counts),
             micros,
-            pa.array(types, pa.int32()),
+            _runs(kinds, counts, pa.int32()),
             _headers(headers),
-            pa.array(segments, pa.int64()),
-            pa.array(pids, pa.int64()),
-            pa.array(epochs, pa.int32()),
-            pa.array(seqs, pa.int32()),
+            _runs([b.segment for _, _, b in batches], counts, pa.int64()),
+            _runs([b.producer_id for _, _, b in batches], counts, pa.int64()),
+            _runs([b.producer_epoch for _, _, b in batches], counts, pa.int32()),
+            seqs,
         ],
         schema=TOPIC_SCHEMA,
     )
+
+
+def _runs(per_batch: list[Any], counts: list[int], type_: pa.DataType) -> pa.Array:
+    """Each batch's value repeated over its records."""
+    first = per_batch[0] if per_batch else None
+    total = sum(counts)
+    if per_batch.count(first) == len(per_batch):
+        return pa.nulls(total, type_) if first is None else pa.repeat(pa.scalar(first, type_), total)
+    if None in per_batch:
+        return pa.array([v for v, n in zip(per_batch, counts, strict=True) for _ in range(n)], type_)
+    return pa.array(np.repeat(np.array(per_batch, dtype=np.int64), counts), type_)
+
+
+def _offsets(bases: list[int], counts: list[int]) -> pa.Array:
+    """Each batch's offsets, ``base`` on, one after another."""
+    if len(bases) == 1:
+        return pa.array(np.arange(bases[0], bases[0] + counts[0], dtype=np.int64))
+    starts = np.cumsum([0, *counts[:-1]], dtype=np.int64)
+    shift = np.repeat(np.array(bases, dtype=np.int64) - starts, counts)
+    return pa.array(np.arange(len(shift), dtype=np.int64) + shift)

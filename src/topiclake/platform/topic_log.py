@@ -264,14 +264,13 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         if dropped:
             self._budget.release(sum(pend.nbytes for pend in dropped))
             for pend in dropped:
-                if not pend.handle.future.done():
-                    pend.handle.future.set_exception(
-                        NotLeader(
-                            f"this broker no longer leads {self.topic}-{pend.partition}; retry at its leader",
-                            topic=self.topic,
-                            partition=pend.partition,
-                        )
+                pend.handle.settle(
+                    NotLeader(
+                        f"this broker no longer leads {self.topic}-{pend.partition}; retry at its leader",
+                        topic=self.topic,
+                        partition=pend.partition,
                     )
+                )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -294,8 +293,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         if dropped:
             self._budget.release(sum(pend.nbytes for pend in dropped))
             for pend in dropped:
-                if not pend.handle.future.done():
-                    pend.handle.future.set_exception(abandon)
+                pend.handle.settle(abandon)
         self._flusher.join(timeout_s)
         for part in self._parts.values():
             with part.cond:

@@ -63,11 +63,11 @@ class StartedPartition:
 
 
 async def _committed(topic: str, handles: list[AppendHandle], timeout_s: float) -> None:
-    # shielded: a retried idempotent batch shares its original's handle with another request
-    waits = [asyncio.shield(asyncio.wrap_future(h.future)) for h in handles]
+    waits = [h.committed() for h in handles]  # one waiter each: a retried batch may share a handle
     try:
-        for w in waits:
-            await asyncio.wait_for(w, timeout_s)
+        async with asyncio.timeout(timeout_s):
+            for w in waits:
+                await w
     except TimeoutError as exc:
         raise RequestTimedOut(
             f"commit to {topic} did not finish within {timeout_s:.1f} s; its outcome is unknown: retry "
