@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from topiclake.api.produce_body import result_bodies, rows_from_json
+from topiclake.api.produce_body import answer_bodies, result_bodies, rows_from_json
 from topiclake.errors import InvalidRecord
-from topiclake.platform import RecordResult
+from topiclake.platform import Broker, RecordResult, Storage, produce_rows
+from topiclake.platform.config import BrokerConfig
 
 CASES: list[dict[str, Any]] = [
     {"value": "héllo"},
@@ -55,3 +57,33 @@ def test_result_bodies_with_and_without_errors() -> None:
     ]
     mixed = result_bodies(ok, {1: InvalidRecord("bad")}, 3)
     assert mixed[1]["error"]["code"] == InvalidRecord("bad").code and mixed[2]["offset"] == 6
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+@pytest.mark.parametrize(
+    "records",
+    [
+        [{"value": "a"}, {"value": "b"}, {"value": "c"}],  # one partition, in order
+        [{"key": f"k{i}", "value": "v"} for i in range(12)],  # spread over partitions by key
+        [{"value": "a", "timestamp": 5}, {"value": "b"}],  # a CreateTime of its own
+        [{"value": "a"}, {"value": "b", "partition": 9}],  # a record that fails
+    ],
+)
+def test_answer_bodies_equal_the_result_objects(
+    tmp_path: Path, acks: str, records: list[dict[str, Any]]
+) -> None:
+    broker = Broker(Storage(str(tmp_path / "wh")), BrokerConfig())
+    try:
+        broker.create_topic("t", partitions=3)
+        broker.open_log("t")
+        rows, explicit, errors = rows_from_json(records, "json")
+        partition = None if any("key" in r for r in records) else 1
+        pending = produce_rows.start(broker, "t", rows, explicit, partition=partition, acks=acks)
+        assert pending is not None and pending.handle is not None
+        pending.handle.wait(30)
+        fast = answer_bodies(pending, errors, len(records))
+        assert fast == result_bodies(pending.finish(), errors, len(records))
+        if all(b["error"] is None for b in fast) and acks != "0":
+            assert [b["offset"] for b in fast if b["partition"] == 1][:2] == [0, 1]
+    finally:
+        broker.close()

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from topiclake.api import codec
 from topiclake.api.errors import native_body, status_for
 from topiclake.api.forwarding import GROUP_PROXY_HEADER
-from topiclake.api.produce_body import producer_from_json, result_bodies, rows_from_json
+from topiclake.api.produce_body import answer_bodies, producer_from_json, rows_from_json
 from topiclake.errors import TopiclakeError
 from topiclake.platform import produce_rows
 from topiclake.platform.cluster.routing import FORWARDED_HEADER
@@ -137,7 +137,7 @@ class FastProduce:
             status, _ = status_for(exc, scope["path"])
             await _respond(send, status, orjson.dumps(native_body(exc)))
             return status
-        results = result_bodies(pending.finish(), errors, len(records))
+        results = answer_bodies(pending, errors, len(records))
         nbytes = sum(map(len, filter(None, rows.keys))) + sum(map(len, filter(None, rows.values)))
         state.metrics.produced(topic, len(results), nbytes, "native", ack, started)
         await _respond(send, 200, orjson.dumps({"topic": topic, "results": results}))

@@ -150,7 +150,16 @@ class LogAppends(LogBase):
         self._queued_records += count
         self._queued_bytes += nbytes
         self._queued_requests += 1
-        self._cond.notify_all()
+        # the flusher waits for the first request, then for the count of the last commit or a batch
+        # limit (see LogCommits._run): waking it for every request in between made each one a GIL
+        # hand-off to a thread that only went back to sleep
+        if (
+            len(self._queue) <= len(handle.pending)  # the queue was empty: the flusher sleeps untimed
+            or self._queued_requests >= self._last_requests
+            or self._queued_records >= self._config.batch_max_records
+            or self._queued_bytes >= self._config.batch_max_bytes
+        ):
+            self._cond.notify_all()
 
     def _duplicate(self, dup: Duplicate) -> AppendHandle:
         if isinstance(dup.original, AppendHandle):

@@ -18,7 +18,7 @@ from topiclake.api import codec
 from topiclake.api.deps import BrokerDep, MetricsDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import DuplexStreamingResponse, negotiate, read_body, require_media
-from topiclake.api.produce_body import producer_from_json, result_bodies, rows_from_json
+from topiclake.api.produce_body import answer_bodies, producer_from_json, result_bodies, rows_from_json
 from topiclake.errors import InvalidRecord, TopiclakeError
 from topiclake.platform import Broker, ProducerInfo, produce_rows
 from topiclake.platform.records import normalize_acks
@@ -162,7 +162,7 @@ async def produce(
         )
     else:  # on the event loop: queued, then (acks=all) awaited without a thread
         await pending.committed()
-        results = result_bodies(pending.finish(), errors, len(doc["records"]))
+        results = answer_bodies(pending, errors, len(doc["records"]))
         nbytes = sum(len(k or b"") + len(v or b"") for k, v in zip(rows.keys, rows.values, strict=True))
     metrics.produced(topic, len(results), nbytes, "native", ack, started)
     return Response(orjson.dumps({"topic": topic, "results": results}), media_type=JSON)
