@@ -390,7 +390,8 @@ def _group(table: pa.Table, targets: list[int]) -> tuple[list[tuple[int, pa.Tabl
 
 def _suspects(table: pa.Table, explicit: list[int | None], limit: int, n_parts: int) -> list[int]:
     """Rows that may break a rule (size, timestamp, partition), found with columnar work only."""
-    if table.nbytes <= limit and all(p is None for p in explicit):
+    anywhere = explicit.count(None) == len(explicit)  # no record names its own partition
+    if anywhere and table.nbytes <= limit:
         # no record can be larger than all the bytes together: only a negative timestamp can be wrong
         low = pc.min(table["timestamp_ms"]).as_py()
         if low is None or low >= 0:
@@ -414,5 +415,6 @@ def _suspects(table: pa.Table, explicit: list[int | None], limit: int, n_parts: 
             size = pc.add(size, pa.array(extra, pa.int64()))
     bad = pc.or_(pc.greater(size, limit), pc.fill_null(pc.less(table["timestamp_ms"], 0), False))
     rows = set(pc.indices_nonzero(bad).to_pylist())
-    rows.update(i for i, p in enumerate(explicit) if p is not None and not 0 <= p < n_parts)
+    if not anywhere:
+        rows.update(i for i, p in enumerate(explicit) if p is not None and not 0 <= p < n_parts)
     return sorted(rows)

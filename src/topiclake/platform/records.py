@@ -126,6 +126,11 @@ def records_to_arrow(records: Sequence[Record]) -> pa.Table:
         raise InvalidRecord(f"records cannot be encoded: {exc}") from exc
 
 
+def _repeat(value: object, n: int, type_: pa.DataType) -> pa.Array:
+    """``value`` n times, built by Arrow (a Python list of n items cost ~10 ms per 100,000 records)."""
+    return pa.repeat(pa.scalar(value, type_), n)
+
+
 def topic_rows(
     table: pa.Table,
     topic: str,
@@ -150,15 +155,15 @@ def topic_rows(
     """
     n = table.num_rows
     if log_append_time:
-        ts = pa.array([now] * n, pa.int64())
+        ts = _repeat(now, n, pa.int64())
         ts_type = LOG_APPEND_TIME
     else:
         ts = pc.fill_null(table["timestamp_ms"], now)
         ts_type = CREATE_TIME
     ts_us = pc.multiply(pc.cast(ts, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
     if producer is not None and "sequence" in table.column_names:
-        pid = pa.array([producer.producer_id] * n, pa.int64())
-        epoch = pa.array([producer.epoch] * n, pa.int32())
+        pid = _repeat(producer.producer_id, n, pa.int64())
+        epoch = _repeat(producer.epoch, n, pa.int32())
         seq = table["sequence"].cast(pa.int32())
     else:
         pid = pa.nulls(n, pa.int64())
@@ -168,13 +173,13 @@ def topic_rows(
         [
             table["key"],
             table["value"],
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
+            _repeat(topic, n, pa.string()),
+            _repeat(partition, n, pa.int32()),
             pa.arange(base_offset, base_offset + n).cast(pa.int64()) if n else pa.array([], pa.int64()),
             ts_us,
-            pa.array([ts_type] * n, pa.int32()),
+            _repeat(ts_type, n, pa.int32()),
             table["headers"],
-            pa.array([segment] * n, pa.int64()),
+            _repeat(segment, n, pa.int64()),
             pid,
             epoch,
             seq,
