@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -388,3 +389,49 @@ def test_ndjson_to_an_unknown_topic_is_a_404(gateway: Gateway) -> None:
         "/v1/topics/nope/records", content=b'{"value": 1}\n', headers={"content-type": "application/x-ndjson"}
     )
     assert r.status_code == 404 and r.json()["error"]["code"] == "topic_not_found"
+
+
+def test_arrow_produce_on_the_event_loop_answers_as_the_route(gateway: Gateway) -> None:
+    """Once the topic's log is open, an Arrow body is screened and queued without a worker thread
+    (fast_produce); acks, errors and the answer are those of the documented route."""
+    gateway.broker.create_topic("t", partitions=2)
+    calls: list[int | None] = []
+    start = gateway.broker.start_arrow
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        handle = start(*args, **kwargs)
+        calls.append(None if handle is None else handle.parts[0][1])
+        return handle
+
+    gateway.broker.start_arrow = counted  # type: ignore[method-assign]
+
+    def post(values: list[bytes], acks: str) -> httpx.Response:
+        sink = pa.BufferOutputStream()
+        table = pa.table({"value": pa.array(values, pa.binary())})
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return gateway.client.post(
+            f"/v1/topics/t/records?partition=1&acks={acks}",
+            content=sink.getvalue().to_pybytes(),
+            headers={"content-type": ARROW},
+        )
+
+    assert post([b"a"], "all").json()["base_offset"] == 0  # opens the log (the route, if not open yet)
+    assert post([b"b", b"c"], "all").json() == {"topic": "t", "partition": 1, "base_offset": 1, "count": 2}
+    assert post([b"d"], "1").json()["base_offset"] == 3
+    assert post([b"e"], "0").json() == {"topic": "t", "partition": 1, "base_offset": None, "count": 1}
+    assert calls[-3:] == [1, 3, 4]  # served on the loop
+    too_large = post([b"x" * 2_000_000], "all")
+    assert too_large.status_code == 413 and too_large.json()["error"]["code"] == "record_too_large"
+    assert post([b"f"], "all").json()["base_offset"] == 5  # commits follow each other: "e" is in
+    got = gateway.client.get(
+        "/v1/topics/t/partitions/1/records", params={"offset": 0}, headers={"accept": ARROW}
+    )
+    assert pa.ipc.open_stream(got.content).read_all()["value"].to_pylist() == [
+        b"a",
+        b"b",
+        b"c",
+        b"d",
+        b"e",
+        b"f",
+    ]

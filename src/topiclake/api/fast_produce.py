@@ -3,10 +3,15 @@
 ``POST /v1/topics/{topic}/records`` with a JSON body, for a topic this broker has open and leads, is by far
 the most frequent request, and FastAPI's routing, dependency solving and validation cost more than the
 work itself for a small batch. :class:`FastProduce` (pure ASGI) parses it, queues the records with
-:func:`topiclake.platform.produce_rows.start` and awaits the commit on the event loop. Anything else —
-another content type, a query it cannot read, a body that does not parse, a topic not open yet, a
-partition another broker leads, an error before anything was queued — falls through, body replayed, to
-the documented FastAPI route, which answers exactly as it always did. OpenAPI documents that route.
+:func:`topiclake.platform.produce_rows.start` and awaits the commit on the event loop. An Arrow IPC body
+(``?partition=N``) is screened and queued the same way (:meth:`~topiclake.platform.Broker.start_arrow`)
+instead of blocking a worker thread until its commit. Anything else — another content type, a query it
+cannot read, a body that does not parse, a topic not open yet, a partition another broker leads, an error
+before anything was queued — falls through, body replayed, to the documented FastAPI route, which answers
+exactly as it always did. OpenAPI documents that route.
+
+The gateway runs one instance in front of all its middleware (:func:`front_door`) and one inside it, after
+authentication; see docs/decisions.md, "a front door".
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import orjson
+import pyarrow as pa
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from topiclake.api import codec
@@ -33,6 +39,8 @@ from topiclake.platform.records import normalize_acks
 _PATH = re.compile(r"^/v1/topics/([^/]+)/records$")
 _ROUTE = SimpleNamespace(path="/v1/topics/{topic}/records")  # what the request counter reports
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+_JSON, _ARROW = b"application/json", b"application/vnd.apache.arrow.stream"
+_SERVED = frozenset((_JSON, _ARROW))
 _TRIED = "topiclake.fast_produce"  # scope key: the request was tried once (front door or inner)
 _ROUTED = frozenset((FORWARDED_HEADER.encode(), GROUP_PROXY_HEADER.encode()))
 
@@ -75,7 +83,8 @@ class FastProduce:
             return
         m = _PATH.match(scope["path"])
         query = _query(scope.get("query_string", b"")) if m else None
-        if m is None or query is None or not _json(scope, self.front is not None):
+        media = _media(scope, self.front is not None) if m is not None and query is not None else None
+        if m is None or query is None or media is None:
             await self.app(scope, receive, send)
             return
         if self.front is None:
@@ -89,11 +98,8 @@ class FastProduce:
         scope[_TRIED] = True  # one attempt per request: the inner instance lets a fall-through pass
         started = time.perf_counter()
         body, complete = await _read(receive, state.settings.max_request_bytes)
-        status = (
-            await self._serve(scope, send, state, unquote(m.group(1)), query, body, started)
-            if complete
-            else 0
-        )
+        serve = self._serve if media == _JSON else self._serve_arrow
+        status = await serve(scope, send, state, unquote(m.group(1)), query, body, started) if complete else 0
         if not status:
             await self.app(scope, _replay(body, complete, receive), send)
         elif self.front is not None:  # the request counter is behind us
@@ -143,6 +149,45 @@ class FastProduce:
         await _respond(send, 200, orjson.dumps({"topic": topic, "results": results}))
         return 200
 
+    async def _serve_arrow(
+        self,
+        scope: Scope,
+        send: Send,
+        state: Any,
+        topic: str,
+        query: tuple[str, int | None, str],
+        body: bytes,
+        started: float,
+    ) -> int:
+        """:meth:`_serve` for an Arrow IPC body (``?partition=N``): the batch is screened and queued
+        here, as the documented route does in a worker thread, and its commit awaited on the loop."""
+        acks, partition, _ = query
+        if partition is None:
+            return 0  # the documented route says the Arrow path needs ?partition=N
+        try:
+            table = pa.ipc.open_stream(body).read_all()
+            ack = normalize_acks(acks)
+            handle = state.broker.start_arrow(topic, partition, table, acks=ack)
+        except (pa.ArrowInvalid, OSError, TopiclakeError, KeyError, TypeError):
+            return 0  # nothing was queued: the documented route answers (and errs) as it always did
+        if handle is None:
+            return 0
+        scope["route"] = _ROUTE
+        broker = state.broker
+        try:
+            if ack == "all":
+                await produce_rows.committed(handle, topic, broker.config.request_timeout_ms / 1000)
+        except TopiclakeError as exc:
+            status, _ = status_for(exc, scope["path"])
+            await _respond(send, status, orjson.dumps(native_body(exc)))
+            return status
+        base = None if ack == "0" else broker.arrow_base(handle, None)
+        nbytes = sum(table[c].nbytes for c in ("key", "value") if c in table.column_names)
+        state.metrics.produced(topic, table.num_rows, nbytes, "native-arrow", ack, started)
+        answer = {"topic": topic, "partition": partition, "base_offset": base, "count": table.num_rows}
+        await _respond(send, 200, orjson.dumps(answer))
+        return 200
+
 
 def front_door(gateway: Any, app: ASGIApp) -> ASGIApp:
     """:class:`FastProduce` in front of ``app`` (the gateway's whole middleware stack, entered through
@@ -160,18 +205,20 @@ def _open(state: Any) -> bool:
     return bool(security is not None and not security.auth and quotas is not None and not quotas.enabled)
 
 
-def _json(scope: Scope, front: bool) -> bool:
-    """A JSON body; in front of the middleware, also not a request another broker forwarded (cluster
-    routing marks those)."""
-    plain = False
+def _media(scope: Scope, front: bool) -> bytes | None:
+    """The body's media type when this path serves it (JSON, Arrow IPC), else None; in front of the
+    middleware, also None for a request another broker forwarded (cluster routing marks those)."""
+    media: bytes | None = None
     for k, v in scope["headers"]:
         if k == b"content-type":
-            plain = bool(v.split(b";", 1)[0].strip().lower() == b"application/json")
+            media = bytes(v.split(b";", 1)[0].strip().lower())
+            if media not in _SERVED:
+                return None
             if not front:
-                return plain
+                return media
         elif front and k in _ROUTED:
-            return False
-    return plain
+            return None
+    return media
 
 
 async def _read(receive: Receive, limit: int) -> tuple[bytes, bool]:

@@ -279,6 +279,26 @@ class BrokerProduce(BrokerBase):
             raise next(iter(errors.values()))
         return log.append_rows([(partition, rows)], ack, producer)
 
+    def start_arrow(
+        self, topic: str, partition: int, table: pa.Table, *, acks: str | int = "all"
+    ) -> AppendHandle | None:
+        """:meth:`start_rows` for an Arrow batch (HTTP's Arrow IPC produce): the same checks as
+        :meth:`produce_arrow`, columnar, and nothing waits. None, having queued nothing, when the general
+        path must serve it (log not open, partition led elsewhere or unknown, schemas validated, empty).
+
+        Raises:
+            TopiclakeError: As :meth:`produce_arrow`; nothing was queued.
+        """
+        ack = normalize_acks(acks)
+        log = self.open_log(topic)
+        if log is None or not table.num_rows or not 0 <= partition < log.info.partitions:
+            return None
+        if not log.leads(partition):
+            return None
+        if self.schema_check is not None and log.info.config.validates_schemas:
+            return None
+        return _queue_arrow(log, partition, self._screen(topic, log, table), ack, None)
+
     @staticmethod
     def arrow_base(handle: AppendHandle, producer: ProducerInfo | None) -> int | None:
         """The base offset of a batch queued by :meth:`start_rows` (for a retried idempotent batch, its

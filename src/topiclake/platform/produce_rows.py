@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from topiclake.platform.broker import Broker
 
 
-__all__ = ["PendingProduce", "results_of", "start"]
+__all__ = ["PendingProduce", "committed", "results_of", "start"]
 
 
 @dataclass
@@ -43,18 +43,8 @@ class PendingProduce:
 
     async def committed(self) -> None:
         """Wait (without a thread) until the records are committed; raise the commit's error if any."""
-        if self.handle is None or self.acks != "all":
-            return
-        waiter = self.handle.committed()
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                await waiter
-        except TimeoutError as exc:
-            raise RequestTimedOut(
-                f"commit to {self.topic} did not finish within {self.timeout_s:.1f} s; its outcome is "
-                "unknown: retry with the same producer sequence to be safe",
-                topic=self.topic,
-            ) from exc
+        if self.handle is not None and self.acks == "all":
+            await committed(self.handle, self.topic, self.timeout_s)
 
     def finish(self) -> list[RecordResult]:
         """One result per request row, in order (after :meth:`committed` for ``acks=all``)."""
@@ -64,6 +54,24 @@ class PendingProduce:
         for slot, res in zip(self.ok, queued, strict=True):
             self.results[slot] = res
         return self.results  # type: ignore[return-value]
+
+
+async def committed(handle: AppendHandle, topic: str, timeout_s: float) -> None:
+    """Wait on the event loop until ``handle``'s records are committed; raise the commit's error if any.
+
+    Raises:
+        RequestTimedOut: Not committed within ``timeout_s``; the outcome is unknown.
+    """
+    waiter = handle.committed()
+    try:
+        async with asyncio.timeout(timeout_s):
+            await waiter
+    except TimeoutError as exc:
+        raise RequestTimedOut(
+            f"commit to {topic} did not finish within {timeout_s:.1f} s; its outcome is unknown: retry "
+            "with the same producer sequence to be safe",
+            topic=topic,
+        ) from exc
 
 
 def start(
