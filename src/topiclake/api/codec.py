@@ -61,6 +61,17 @@ def decode(data: bytes | None, encoding: str) -> Any:
             return base64.b64encode(data).decode()
 
 
+def decode_column(column: list[bytes | None], encoding: str) -> list[Any]:
+    """:func:`decode` of every item of a column, in one comprehension (a fetch of 1,000 records spent
+    most of its time in the two calls per record it replaces)."""
+    if encoding == "binary":
+        b64 = binascii.b2a_base64
+        return [None if v is None else b64(v, newline=False).decode() for v in column]
+    if encoding == "string":
+        return [None if v is None else v.decode("utf-8", errors="replace") for v in column]
+    return [decode(v, encoding) for v in column]
+
+
 def encode_headers(headers: Any, encoding: str = "binary") -> list[tuple[str, bytes | None]] | None:
     """Headers from a body: ``[{"key": k, "value": v}]`` (Confluent v3 style, value base64 unless
     ``encoding`` says otherwise) or ``{"k": "v"}`` (string values)."""

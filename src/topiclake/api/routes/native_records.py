@@ -259,25 +259,27 @@ def _parse_line(line: bytes) -> Any:
 
 
 def _records_json(batch: pa.Table, encoding: str) -> list[dict[str, Any]]:
-    cols = batch.select(["offset", "key", "value", "headers", "timestampType"]).to_pydict()
-    ts = pc.divide(pc.cast(batch["timestamp"], pa.int64()), 1000).to_pylist()
-    hdr_enc = "binary" if encoding == "binary" else "string"
-    out = []
-    for i in range(batch.num_rows):
-        headers = cols["headers"][i]
-        out.append(
-            {
-                "offset": cols["offset"][i],
-                "timestamp": ts[i],
-                "timestamp_type": "LogAppendTime" if cols["timestampType"][i] == 1 else "CreateTime",
-                "key": codec.decode(cols["key"][i], encoding),
-                "value": codec.decode(cols["value"][i], encoding),
-                "headers": [
-                    {"key": h["key"], "value": codec.decode(h["value"], hdr_enc)} for h in headers or ()
-                ],
-            }
+    """The records of a fetch as JSON objects, built column by column."""
+    n = batch.num_rows
+    stamps = pc.divide(pc.cast(batch["timestamp"], pa.int64()), 1000).to_pylist()
+    kinds = ["LogAppendTime" if t == 1 else "CreateTime" for t in batch["timestampType"].to_pylist()]
+    keys = codec.decode_column(batch["key"].to_pylist(), encoding)
+    values = codec.decode_column(batch["value"].to_pylist(), encoding)
+    column = batch["headers"]
+    if column.null_count == n:
+        headers: list[Any] = [()] * n  # one shared empty array: the body is serialised at once
+    else:
+        hdr_enc = "binary" if encoding == "binary" else "string"
+        headers = [
+            [{"key": h["key"], "value": codec.decode(h["value"], hdr_enc)} for h in hs or ()]
+            for hs in column.to_pylist()
+        ]
+    return [
+        {"offset": o, "timestamp": t, "timestamp_type": kind, "key": k, "value": v, "headers": h}
+        for o, t, kind, k, v, h in zip(
+            batch["offset"].to_pylist(), stamps, kinds, keys, values, headers, strict=True
         )
-    return out
+    ]
 
 
 @router.get(
