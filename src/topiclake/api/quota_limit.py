@@ -1,7 +1,8 @@
 """HTTP enforcement of the client quotas (topiclake.security.quotas): a pure ASGI middleware.
 
 It sits inside the authentication middleware (which puts the principal in the scope) and outside the fast
-produce path, so every route and :class:`~topiclake.api.fast_produce.FastProduce` are covered. A principal
+produce path, so every route and :class:`~topiclake.api.fast_produce.FastProduce` are covered (its front
+door, in front of all middleware, serves only while no quota is configured). A principal
 in debt on a kind the request would use (requests, produce bytes, fetch bytes) is answered 429 with
 ``Retry-After`` before a byte of its body is read: nothing of a refused request was accepted, and nothing
 accepted is dropped. Otherwise the request is counted, its produce body bytes as they are read and its

@@ -1,7 +1,8 @@
 """Authentication and the route table's authorization for every HTTP request, as pure ASGI middleware.
 
 Outermost in the stack (in front of cluster routing, the request counter and the fast produce path), so no
-request reaches a route, another broker or the hot path unauthenticated. The principal comes from, in
+request reaches a route, another broker or the hot path unauthenticated. (With authentication off, the
+gateway's front door serves common produce requests before this middleware: there is nothing to check.) The principal comes from, in
 order: a valid inter-broker principal header (a fellow broker signed it, see
 :mod:`topiclake.security.inter_broker`), ``Authorization: Basic`` (the REST Proxy's way: users of the
 htpasswd file), ``Authorization: Bearer`` (a JWT), the TLS client certificate (``topiclake.tls_principal``
