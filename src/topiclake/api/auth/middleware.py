@@ -2,8 +2,8 @@
 
 Outermost in the stack (in front of cluster routing, the request counter and the fast produce path), so no
 request reaches a route, another broker or the hot path unauthenticated. (With authentication off, the
-gateway's front door serves common produce requests before this middleware: there is nothing to check.) The principal comes from, in
-order: a valid inter-broker principal header (a fellow broker signed it, see
+gateway's front door serves common produce requests before this middleware: there is nothing to check.)
+The principal comes from, in order: a valid inter-broker principal header (a fellow broker signed it, see
 :mod:`topiclake.security.inter_broker`), ``Authorization: Basic`` (the REST Proxy's way: users of the
 htpasswd file), ``Authorization: Bearer`` (a JWT), the TLS client certificate (``topiclake.tls_principal``
 in the scope). No valid credentials: 401 with ``WWW-Authenticate``, the same message whatever was wrong.
