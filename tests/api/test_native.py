@@ -359,6 +359,12 @@ def test_metrics_and_openapi(gateway: Gateway) -> None:
         "topiclake_produce_latency_seconds_bucket" in text and "topiclake_fetch_latency_seconds_count" in text
     )
     assert 'route="/v1/topics/{topic}/records"' in text
+    for _ in range(2):  # the log is open now: served by the front door, which counts them itself
+        gateway.client.post("/v1/topics/t/records", json={"records": [{"value": 3}]})
+    text = gateway.client.get("/metrics").text
+    line = 'topiclake_http_requests_total{method="POST",route="/v1/topics/{topic}/records",status="200"}'
+    assert f"{line} 3.0" in text
+    assert 'topiclake_produced_records_total{topic="t"} 4.0' in text
     spec = gateway.client.get("/openapi.json").json()
     produce = spec["paths"]["/v1/topics/{topic}/records"]["post"]
     assert "example" in produce["requestBody"]["content"]["application/json"]
