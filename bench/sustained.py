@@ -88,10 +88,20 @@ def key_of_text(text: str) -> int:
 # ---------------------------------------------------------------------------------------------- metrics
 
 
+def idempotent_get(http: httpx.Client, path: str) -> httpx.Response:
+    """GET ``path``, once more on a transport error: a keep-alive connection idle for as long as the
+    server's keep-alive timeout (uvicorn's 5 s, a smoke window's length) can be closed by the server just
+    as it is reused, and the request then fails with a reset that says nothing about the gateway."""
+    try:
+        return http.get(path)
+    except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError):
+        return http.get(path)
+
+
 def scrape(http: httpx.Client) -> dict[str, Any]:
     """The counters this benchmark needs from ``/metrics``: the produce latency histogram (native API,
     acks=all; cumulative bucket counts by upper bound), produced records and Delta commits of the topic."""
-    text = http.get("/metrics").text
+    text = idempotent_get(http, "/metrics").text
     buckets: dict[float, float] = {}
     records = commits = 0.0
     for line in text.splitlines():
@@ -834,7 +844,8 @@ def run(args: argparse.Namespace, seconds: float, root: Path, progress: Any) -> 
             commits = logs.commits.get(w, 0)
             last = samples[-1]
             highs = {
-                o["partition"]: o["end_offset"] for o in http.get(f"/v1/topics/{TOPIC}").json()["offsets"]
+                o["partition"]: o["end_offset"]
+                for o in idempotent_get(http, f"/v1/topics/{TOPIC}").json()["offsets"]
             }
             results.append(
                 Window(
