@@ -98,8 +98,13 @@ class FastProduce:
         scope[_TRIED] = True  # one attempt per request: the inner instance lets a fall-through pass
         started = time.perf_counter()
         body, complete = await _read(receive, state.settings.max_request_bytes)
-        serve = self._serve if media == _JSON else self._serve_arrow
-        status = await serve(scope, send, state, unquote(m.group(1)), query, body, started) if complete else 0
+        topic = unquote(m.group(1))
+        status = 0
+        if complete and media == _JSON:
+            status = await self._serve(scope, send, state, topic, query, body, started)
+        elif complete:
+            acks, partition, _ = query
+            status = await _serve_arrow(scope, send, state, topic, acks, partition, body, started)
         if not status:
             await self.app(scope, _replay(body, complete, receive), send)
         elif self.front is not None:  # the request counter is behind us
@@ -149,44 +154,44 @@ class FastProduce:
         await _respond(send, 200, orjson.dumps({"topic": topic, "results": results}))
         return 200
 
-    async def _serve_arrow(
-        self,
-        scope: Scope,
-        send: Send,
-        state: Any,
-        topic: str,
-        query: tuple[str, int | None, str],
-        body: bytes,
-        started: float,
-    ) -> int:
-        """:meth:`_serve` for an Arrow IPC body (``?partition=N``): the batch is screened and queued
-        here, as the documented route does in a worker thread, and its commit awaited on the loop."""
-        acks, partition, _ = query
-        if partition is None:
-            return 0  # the documented route says the Arrow path needs ?partition=N
-        try:
-            table = pa.ipc.open_stream(body).read_all()
-            ack = normalize_acks(acks)
-            handle = state.broker.start_arrow(topic, partition, table, acks=ack)
-        except (pa.ArrowInvalid, OSError, TopiclakeError, KeyError, TypeError):
-            return 0  # nothing was queued: the documented route answers (and errs) as it always did
-        if handle is None:
-            return 0
-        scope["route"] = _ROUTE
-        broker = state.broker
-        try:
-            if ack == "all":
-                await produce_rows.committed(handle, topic, broker.config.request_timeout_ms / 1000)
-        except TopiclakeError as exc:
-            status, _ = status_for(exc, scope["path"])
-            await _respond(send, status, orjson.dumps(native_body(exc)))
-            return status
-        base = None if ack == "0" else broker.arrow_base(handle, None)
-        nbytes = sum(table[c].nbytes for c in ("key", "value") if c in table.column_names)
-        state.metrics.produced(topic, table.num_rows, nbytes, "native-arrow", ack, started)
-        answer = {"topic": topic, "partition": partition, "base_offset": base, "count": table.num_rows}
-        await _respond(send, 200, orjson.dumps(answer))
-        return 200
+
+async def _serve_arrow(
+    scope: Scope,
+    send: Send,
+    state: Any,
+    topic: str,
+    acks: str,
+    partition: int | None,
+    body: bytes,
+    started: float,
+) -> int:
+    """:meth:`FastProduce._serve` for an Arrow IPC body (``?partition=N``): the batch is screened and
+    queued here, as the documented route does in a worker thread, and its commit awaited on the loop."""
+    if partition is None:
+        return 0  # the documented route says the Arrow path needs ?partition=N
+    try:
+        table = pa.ipc.open_stream(body).read_all()
+        ack = normalize_acks(acks)
+        handle = state.broker.start_arrow(topic, partition, table, acks=ack)
+    except (pa.ArrowInvalid, OSError, TopiclakeError, KeyError, TypeError):
+        return 0  # nothing was queued: the documented route answers (and errs) as it always did
+    if handle is None:
+        return 0
+    scope["route"] = _ROUTE
+    broker = state.broker
+    try:
+        if ack == "all":
+            await produce_rows.committed((handle,), topic, broker.config.request_timeout_ms / 1000)
+    except TopiclakeError as exc:
+        status, _ = status_for(exc, scope["path"])
+        await _respond(send, status, orjson.dumps(native_body(exc)))
+        return status
+    base = None if ack == "0" else broker.arrow_base(handle, None)
+    nbytes = sum(table[c].nbytes for c in ("key", "value") if c in table.column_names)
+    state.metrics.produced(topic, table.num_rows, nbytes, "native-arrow", ack, started)
+    answer = {"topic": topic, "partition": partition, "base_offset": base, "count": table.num_rows}
+    await _respond(send, 200, orjson.dumps(answer))
+    return 200
 
 
 def front_door(gateway: Any, app: ASGIApp) -> ASGIApp:

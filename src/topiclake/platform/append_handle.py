@@ -11,6 +11,7 @@ import contextlib
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -119,6 +120,7 @@ def _resolve(future: Future[None] | asyncio.Future[None], error: BaseException |
         future.set_exception(error)
 
 
+@dataclass(slots=True, eq=False)
 class PendingBatch:
     """Records of one partition queued by an append: offsets assigned, waiting for the flush.
 
@@ -126,38 +128,15 @@ class PendingBatch:
     batches it commits (:meth:`built_in`), and a batch's own slice of it is cut only if asked for.
     """
 
-    __slots__ = (
-        "_source",
-        "_table",
-        "base_offset",
-        "count",
-        "handle",
-        "lazy",
-        "nbytes",
-        "partition",
-        "producer_txn",
-    )
-
-    def __init__(
-        self,
-        partition: int,
-        base_offset: int,
-        table: pa.Table | None,
-        nbytes: int,
-        handle: AppendHandle,
-        count: int,
-        producer_txn: tuple[str, int] | None = None,  # (producer txn app id, txn version)
-        lazy: LazyBatch | None = None,
-    ) -> None:
-        self.partition = partition
-        self.base_offset = base_offset
-        self.nbytes = nbytes
-        self.handle = handle
-        self.count = count
-        self.producer_txn = producer_txn
-        self.lazy = lazy
-        self._table = table
-        self._source: tuple[pa.Table, int] | None = None
+    partition: int
+    base_offset: int
+    _table: pa.Table | None  # see the ``table`` property
+    nbytes: int
+    handle: AppendHandle
+    count: int
+    producer_txn: tuple[str, int] | None = None  # (producer txn app id, txn version)
+    lazy: LazyBatch | None = None
+    _source: tuple[pa.Table, int] | None = None  # (the flush's table, first row) until sliced
 
     @property
     def table(self) -> pa.Table | None:

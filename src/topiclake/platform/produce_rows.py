@@ -44,7 +44,7 @@ class PendingProduce:
     async def committed(self) -> None:
         """Wait (without a thread) until the records are committed; raise the commit's error if any."""
         if self.handle is not None and self.acks == "all":
-            await committed(self.handle, self.topic, self.timeout_s)
+            await committed((self.handle,), self.topic, self.timeout_s)
 
     def finish(self) -> list[RecordResult]:
         """One result per request row, in order (after :meth:`committed` for ``acks=all``)."""
@@ -56,16 +56,18 @@ class PendingProduce:
         return self.results  # type: ignore[return-value]
 
 
-async def committed(handle: AppendHandle, topic: str, timeout_s: float) -> None:
-    """Wait on the event loop until ``handle``'s records are committed; raise the commit's error if any.
+async def committed(handles: Sequence[AppendHandle], topic: str, timeout_s: float) -> None:
+    """Wait on the event loop until the records of ``handles`` are committed; raise the first commit
+    error if any. One waiter per handle and caller: a retried batch may share its original's handle.
 
     Raises:
-        RequestTimedOut: Not committed within ``timeout_s``; the outcome is unknown.
+        RequestTimedOut: Not all committed within ``timeout_s``; the outcome is unknown.
     """
-    waiter = handle.committed()
+    waiters = [h.committed() for h in handles]
     try:
         async with asyncio.timeout(timeout_s):
-            await waiter
+            for waiter in waiters:
+                await waiter
     except TimeoutError as exc:
         raise RequestTimedOut(
             f"commit to {topic} did not finish within {timeout_s:.1f} s; its outcome is unknown: retry "

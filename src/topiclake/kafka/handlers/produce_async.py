@@ -13,16 +13,15 @@ so do records bigger than :data:`LOOP_MAX_BYTES`, whose decoding would stall the
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from topiclake.errors import RequestTimedOut, TopiclakeError
+from topiclake.errors import TopiclakeError
 from topiclake.kafka import errors as kerr
 from topiclake.kafka import records
 from topiclake.kafka.context import Context
-from topiclake.platform import Broker, ProducerInfo
+from topiclake.platform import Broker, ProducerInfo, produce_rows
 from topiclake.platform.append_handle import AppendHandle
 from topiclake.platform.records import now_ms
 
@@ -50,7 +49,7 @@ class StartedPartition:
             return self.out
         try:
             if self.acks == -1:
-                await _committed(self.topic, [h for h, _ in self.queued], timeout_ms / 1000)
+                await produce_rows.committed([h for h, _ in self.queued], self.topic, timeout_ms / 1000)
             base = self.broker.arrow_base(*self.queued[0])
         except TopiclakeError as exc:
             return {**self.out, "error_code": kerr.code_for(exc), "error_message": str(exc)}
@@ -60,20 +59,6 @@ class StartedPartition:
             "base_offset": base if base is not None and self.acks != 0 else -1,
             "log_append_time": now_ms() if self.log_append else -1,
         }
-
-
-async def _committed(topic: str, handles: list[AppendHandle], timeout_s: float) -> None:
-    waits = [h.committed() for h in handles]  # one waiter each: a retried batch may share a handle
-    try:
-        async with asyncio.timeout(timeout_s):
-            for w in waits:
-                await w
-    except TimeoutError as exc:
-        raise RequestTimedOut(
-            f"commit to {topic} did not finish within {timeout_s:.1f} s; its outcome is unknown: retry "
-            "with the same producer sequence to be safe",
-            topic=topic,
-        ) from exc
 
 
 def start_partition(
