@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import settings
+from hypothesis.errors import FlakyStrategyDefinition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 
@@ -110,7 +111,14 @@ def test_stateful_links_reach_the_deep_routes(fuzz_gateway: tuple[Gateway, Path]
         ) -> None:
             checker.validate(case, response)
 
-    Machine.run(settings=settings(max_examples=SCENARIOS, stateful_step_count=STEPS, **SETTINGS))
+    try:
+        Machine.run(settings=settings(max_examples=SCENARIOS, stateful_step_count=STEPS, **SETTINGS))
+    except FlakyStrategyDefinition as exc:
+        # Which rules are enabled depends on the server's earlier answers (links fill bundles), and the
+        # server keeps its state across scenarios: a scenario can find a bundle empty that an earlier one
+        # with the same choices found full, and hypothesis then stops generating. The calls made so far
+        # are still checked below, and the deep routes must still have been reached.
+        logger.warning("stateful: generation stopped early after %d calls: %s", checker.cases, exc)
     logger.warning(
         "stateful: %d calls over %d operations: statuses %s",
         checker.cases,
