@@ -337,8 +337,8 @@ def consume(
                     for r in records
                 )
                 out.write(chunk)
+                count += len(records)  # before the flush: once a reader sees them, they are counted
                 out.flush()
-                count += len(records)
                 if max_messages is not None and count >= max_messages:
                     break
     except KeyboardInterrupt:
