@@ -74,3 +74,24 @@ def test_a_lease_is_renewed_while_held(tmp_path: Path) -> None:
         time.sleep(1.5)  # longer than the ttl: only renewal keeps it alive
         assert [x["holder"] for x in active_leases(storage, "t")] == ["slow-job"]
     assert active_leases(storage, "t") == []
+
+
+def test_a_rewrite_lease_holds_the_brokers_compaction_but_not_a_log_lease(tmp_path: Path) -> None:
+    """A Spark job rewriting a topic takes a ``rewrite`` lease: the broker's own compaction, which would win
+    every race against the job's slower commit, waits until it is released; a plain log lease (a reader)
+    does not stop compaction."""
+    storage = Storage(str(tmp_path / "wh"))
+    config = BrokerConfig(**{**FAST, "compact_min_files": 4, "log_retention_ms": 60_000})  # type: ignore[arg-type]
+    with Broker(storage, config) as broker:
+        broker.create_topic("t")
+        stats = broker.log("t").maintainer.stats
+        with LogLease(storage, "t", holder="reader", ttl_s=5):
+            _produce(broker, 8)
+            assert _wait_for(lambda: stats.compactions > 0)
+        with LogLease(storage, "t", holder="compaction-job", ttl_s=5, kind="rewrite"):
+            before = stats.compactions
+            _produce(broker, 12)
+            assert _wait_for(lambda: stats.compactions_held > 0)
+            time.sleep(0.3)  # several more rounds
+            assert stats.compactions == before
+        assert _wait_for(lambda: stats.compactions > before)

@@ -315,9 +315,10 @@ def retry_conflicts(
 
 
 @contextmanager
-def topic_lease(storage: Storage, topic: str, job: str) -> Iterator[LogLease]:
-    """Hold the topic's Delta log whole while the job reads and commits (see platform/leases.py)."""
-    lease = LogLease(storage, topic, holder=f"topiclake-{job}-{uuid.uuid4().hex[:8]}")
+def topic_lease(storage: Storage, topic: str, job: str, kind: str = "log") -> Iterator[LogLease]:
+    """Hold the topic's Delta log whole while the job reads and commits (see platform/leases.py); a job
+    that rewrites records takes kind ``rewrite``, which also holds the brokers' own compaction."""
+    lease = LogLease(storage, topic, holder=f"topiclake-{job}-{uuid.uuid4().hex[:8]}", kind=kind)
     with lease:
         yield lease
 

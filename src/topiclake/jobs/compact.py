@@ -150,7 +150,7 @@ def run(spark: SparkSession, config: CompactConfig, progress: Progress | None = 
         info = infos[topic]
         partitions = list(config.partitions) or list(range(info.partitions))
         progress.start(f"compact {topic}", 3)
-        with topic_lease(storage, topic, NAME):
+        with topic_lease(storage, topic, NAME, kind="rewrite"):
             _, index = load_index(storage, topic)
             out = TopicResult(topic, partitions=len(partitions))
             out.files_before, out.bytes_before = size_of(index)

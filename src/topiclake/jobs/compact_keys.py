@@ -139,7 +139,7 @@ def run(spark: SparkSession, config: CompactKeysConfig, progress: Progress | Non
             continue
         progress.start(f"compact-keys {topic}", 3)
         now_ms = config.now_ms if config.now_ms is not None else time.time_ns() // 1_000_000
-        with topic_lease(storage, topic, NAME):
+        with topic_lease(storage, topic, NAME, kind="rewrite"):
             _, index = load_index(storage, topic)
             out.files_before, out.bytes_before = size_of(index)
             progress.advance("planned")

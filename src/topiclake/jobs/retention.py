@@ -182,7 +182,7 @@ def run(spark: SparkSession, config: RetentionConfig, progress: Progress | None 
             result.topics.append(out)
             continue
         progress.start(f"retention {topic}", 3 if config.vacuum else 2)
-        with topic_lease(storage, topic, NAME) as lease:
+        with topic_lease(storage, topic, NAME, kind="rewrite") as lease:
             _, index = load_index(storage, topic)
             out.files_before, out.bytes_before = size_of(index)
             now_ms = config.now_ms if config.now_ms is not None else time.time_ns() // 1_000_000

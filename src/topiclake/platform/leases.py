@@ -18,6 +18,11 @@ A lease of kind ``write`` is a writer's intent: a writer outside the gateway (Sp
 whose commits keep losing the race against a busy gateway's group commits takes one, and the gateway holds
 its own commits of that topic while it is active (at most :data:`WRITE_INTENT_MAX_S` per hold), so the
 writer gets its turn (:mod:`topiclake.platform.topic_writer`).
+
+A lease of kind ``rewrite`` is a maintenance job's (Spark compaction, key compaction, retention): it also
+holds the log whole, and the brokers' own compaction leaves the topic alone while it is active. Without it
+a broker's compaction, which commits in a millisecond, rewrites the active segment again and again while a
+Spark rewrite of the same segment takes seconds, and the job loses every retry.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ def active_leases(
     storage: Storage, topic: str, now: float | None = None, kind: str | None = None
 ) -> list[dict[str, object]]:
     """The unexpired leases on a topic's log (expired ones are ignored, not deleted); of one ``kind`` if
-    given (``log`` or ``write``)."""
+    given (``log``, ``write`` or ``rewrite``)."""
     fs = storage.filesystem(storage.root)
     now = time.time() if now is None else now
     try:
@@ -78,7 +83,8 @@ class LogLease:
         topic: The topic whose log must stay.
         holder: Who holds it (shown in logs and in the lease file).
         ttl_s: How long the lease lasts without renewal; it is renewed every ``ttl_s / 3``.
-        kind: ``log`` (hold the Delta log whole) or ``write`` (a writer's intent; also holds the log).
+        kind: ``log`` (hold the Delta log whole), ``write`` (a writer's intent) or ``rewrite`` (a maintenance
+            job's: brokers hold their own compaction of the topic); every kind also holds the log.
     """
 
     def __init__(

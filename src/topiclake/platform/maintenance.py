@@ -12,7 +12,8 @@ every open topic:
 - compaction of every (partition, segment) that has ``compact_min_files`` small files: its records
   rewritten, sorted by offset, into few files by a predicate overwrite (see :meth:`TableMaintainer._rewrite`
   for why not delta-rs ``optimize``). It never blocks a producer: an append that raced it commits again
-  at once; a conflict with a Spark job or another broker just fails this round;
+  at once; a conflict with a Spark job or another broker just fails this round, and while a Spark job
+  holds a ``rewrite`` lease on the topic there is no compaction round at all;
 - every ``vacuum_interval_ms``, a VACUUM of files unreferenced for ``vacuum_retention_hours``.
 """
 
@@ -51,6 +52,7 @@ class MaintenanceStats:
 
     checkpoints: int = 0
     cleanups_held: int = 0
+    compactions_held: int = 0
     compactions: int = 0
     files_removed: int = 0
     files_added: int = 0
@@ -149,19 +151,25 @@ class TableMaintainer:
         version = dt.version()
         if version == self._last_compaction_version:
             return
-        self._last_compaction_version = version
         fs = self._storage.filesystem(self.uri)
         index = build_index(dt, fs)
+        runs = []
         for partition in index.partitions():
             if not self._leads(partition):
                 continue
             by_segment: dict[int, list[DataFile]] = {}
             for f in index.files(partition):
                 by_segment.setdefault(f.segment, []).append(f)
-            for segment, files in by_segment.items():
-                run = self.pick_run(files)
-                if run:  # other partitions' files are untouched by this rewrite: the index stays valid
-                    self._rewrite(dt, fs, index, partition, segment, run)
+            runs += [(partition, s, run) for s, files in by_segment.items() if (run := self.pick_run(files))]
+        if runs and active_leases(self._storage, self.topic, kind="rewrite"):
+            # a Spark job rewrites this topic: our millisecond commits would win every race against its
+            # seconds-long rewrite; the next round after its lease is gone compacts what is left
+            self.stats.compactions_held += 1
+            return
+        self._last_compaction_version = version
+        for partition, segment, run in runs:
+            # other partitions' files are untouched by a rewrite: the index stays valid
+            self._rewrite(dt, fs, index, partition, segment, run)
 
     def pick_run(self, files: list[DataFile]) -> list[DataFile]:
         """The files of one segment to merge now, or none.
