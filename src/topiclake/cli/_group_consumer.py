@@ -250,8 +250,8 @@ class GroupConsumer:
         return out
 
     def _print(self, tp: TP, records: list[FetchedRecord]) -> None:
+        self.count += len(records)  # before: once emit's flush shows them to a reader, they are counted
         self.emit(tp[0], tp[1], records)
-        self.count += len(records)
 
     def _done(self) -> bool:
         if self.o.max_messages is not None and self.count >= self.o.max_messages:
