@@ -43,11 +43,16 @@ def start_kafka_brokers(warehouse: Path, logs: Path, count: int) -> list[KafkaBr
     The caller stops them (``b.proc.stop()``), also when this raises: every started process is in the list
     handed to ``started`` before waiting.
     """
+    ports: list[int] = []
+    while len(ports) < 2 * count:  # distinct: a port freed by one probe may be handed out again
+        if (port := free_port()) not in ports:
+            ports.append(port)
     brokers = []
     for i in range(1, count + 1):
-        port = free_port()
-        proc = BrokerProcess(warehouse, i, logs / f"broker-{i}.log", extra=["--kafka-port", str(port)])
-        brokers.append(KafkaBroker(proc, port))
+        http, kafka = ports[2 * i - 2], ports[2 * i - 1]
+        extra = ["--kafka-port", str(kafka)]
+        proc = BrokerProcess(warehouse, i, logs / f"broker-{i}.log", port=http, extra=extra)
+        brokers.append(KafkaBroker(proc, kafka))
     errors: list[BaseException] = []
 
     def start(b: KafkaBroker) -> None:
