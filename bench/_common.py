@@ -10,7 +10,6 @@ import datetime as dt
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,8 @@ from pathlib import Path
 import deltalake
 import httpx
 import pyarrow as pa
+
+from topiclake.process.ports import free_port
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -57,13 +58,6 @@ def run_threads(count: int, client: Callable[[int], None], barrier: threading.Ba
     for t in threads:
         t.join()
     return time.perf_counter() - start
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> bool:

@@ -28,7 +28,7 @@ PINNED: dict[str, list[str]] = {
         "validate_topic_name",
     ],
     "topiclake.api": ["create_app"],
-    "topiclake.process": ["exit_now", "owns_process", "run_and_exit"],
+    "topiclake.process": ["exit_now", "free_port", "owns_process", "run_and_exit"],
     "topiclake.client": [
         "Acks",
         "ArrowProduceResponse",

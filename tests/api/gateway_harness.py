@@ -6,7 +6,6 @@ tests in it, and the name is unique in the test tree.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from deltalake import DeltaTable
 
 from topiclake.api import create_app
 from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.process.ports import free_port
 from topiclake.settings import GatewaySettings
 
 
@@ -32,12 +32,6 @@ class Gateway:
     client: httpx.Client
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_gateway(
     warehouse: Path,
     settings_overrides: dict[str, object] | None = None,
@@ -47,7 +41,7 @@ def start_gateway(
     """Start uvicorn in a thread; return once it answers /healthz (``settings_overrides``: more
     GatewaySettings fields). The Kafka listener is off unless ``kafka_port`` is given (never 9092 by
     accident)."""
-    port = _free_port()
+    port = free_port()
     config = BrokerConfig(**{"linger_ms": 1.0, **broker_options})  # type: ignore[arg-type]
     settings = GatewaySettings(
         warehouse=str(warehouse),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pytest
 from gateway_harness import Gateway
 
 from topiclake.platform import partition_for_key
+from topiclake.process.ports import free_port
 
 
 def run(
@@ -162,10 +162,7 @@ def test_bad_inputs_exit_1_with_a_clear_message(gateway: Gateway) -> None:
 
 
 def test_server_down_is_a_clear_message() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{free_port()}"  # reserved: nothing listens there
     for args in (("topics", "list"), ("consume", "t"), ("produce", "t")):
         fails(run(url, *args, stdin="x\n"), f"GatewayUnavailable: cannot reach the gateway at {url}")
     proc = run(url, "topics", "list")

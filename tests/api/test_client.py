@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import socket
 import time
 from collections.abc import Iterator
 
@@ -14,12 +13,7 @@ from gateway_harness import Gateway, table_rows
 
 from topiclake import errors
 from topiclake.client import GatewayUnavailable, TopiclakeClient, decode_bytes, error_from_body
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from topiclake.process.ports import free_port
 
 
 @pytest.fixture
@@ -156,7 +150,7 @@ def test_offsets_by_time_long_poll_and_idempotent_producer(tl: TopiclakeClient) 
 
 
 def test_unreachable_gateway_is_a_clear_error() -> None:
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     with TopiclakeClient(url, timeout=2) as tl, pytest.raises(GatewayUnavailable) as exc:
         tl.list_topics()
     assert f"is `topiclake serve` running at {url}?" in exc.value.message

@@ -12,17 +12,17 @@ import httpx
 import pytest
 import uvicorn
 from deltalake import DeltaTable
-from gateway_harness import _free_port
 
 from topiclake.api import create_app
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.group_coordinator import GroupCoordinator
+from topiclake.process.ports import free_port
 from topiclake.schemas.offsets import OFFSETS_SCHEMA
 
 
 class Server:
     def __init__(self, warehouse: Path) -> None:
-        port = _free_port()
+        port = free_port()
         from topiclake.settings import GatewaySettings
 
         settings = GatewaySettings(warehouse=str(warehouse), host="127.0.0.1", port=port)

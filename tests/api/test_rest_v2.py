@@ -13,10 +13,11 @@ import orjson
 import pytest
 import uvicorn
 from deltalake import DeltaTable
-from gateway_harness import Gateway, _free_port, stop_gateway, table_version
+from gateway_harness import Gateway, stop_gateway, table_version
 
 from topiclake.api import create_app
 from topiclake.platform import Broker, BrokerConfig, Storage, partition_for_key
+from topiclake.process.ports import free_port
 from topiclake.settings import GatewaySettings
 
 V2 = "application/vnd.kafka.v2+json"
@@ -248,7 +249,7 @@ def test_unknown_topic_and_path_traversal(gateway: Gateway, tmp_path: Path) -> N
 @pytest.fixture
 def small_gateway(tmp_path: Path) -> Iterator[Gateway]:
     """A gateway whose request bodies are limited to 1 KiB."""
-    port = _free_port()
+    port = free_port()
     config = BrokerConfig(linger_ms=1.0)
     settings = GatewaySettings(
         warehouse=str(tmp_path / "wh"), host="127.0.0.1", port=port, broker=config, max_request_bytes=1024

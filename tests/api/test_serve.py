@@ -12,18 +12,14 @@ from pathlib import Path
 
 import httpx
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from topiclake.process.ports import free_port
 
 
 def test_serve_answers_health_readiness_and_openapi(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     warehouse = tmp_path / "wh"
     env = {**os.environ, "TOPICLAKE_BROKER__BROKER_ID": "7"}
-    registry_port = _free_port()  # never Confluent's 8081: tests run side by side
+    registry_port = free_port()  # never Confluent's 8081: tests run side by side
     cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(warehouse), "--port", str(port)]
     cmd += ["--schema-registry-port", str(registry_port)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -76,7 +72,7 @@ def test_serve_with_a_busy_schema_registry_port_is_a_clear_error(tmp_path: Path)
         busy.listen()
         taken = busy.getsockname()[1]
         cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(tmp_path / "wh")]
-        cmd += ["--port", str(_free_port()), "--schema-registry-port", str(taken)]
+        cmd += ["--port", str(free_port()), "--schema-registry-port", str(taken)]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert f"InvalidConfig: cannot listen on 127.0.0.1:{taken} for the schema registry" in out.stderr

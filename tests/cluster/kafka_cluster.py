@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from broker_harness import BrokerProcess, free_port, wait_for
+from broker_harness import BrokerProcess, wait_for
 from deltalake import DeltaTable
+
+from topiclake.process.ports import free_port
 
 #: Shorter than the defaults so that a failover takes seconds (as tests/platform/cluster/cluster_procs.py).
 FAST_ENV = {
@@ -43,10 +45,7 @@ def start_kafka_brokers(warehouse: Path, logs: Path, count: int) -> list[KafkaBr
     The caller stops them (``b.proc.stop()``), also when this raises: every started process is in the list
     handed to ``started`` before waiting.
     """
-    ports: list[int] = []
-    while len(ports) < 2 * count:  # distinct: a port freed by one probe may be handed out again
-        if (port := free_port()) not in ports:
-            ports.append(port)
+    ports = [free_port() for _ in range(2 * count)]  # distinct: free_port never repeats one
     brokers = []
     for i in range(1, count + 1):
         http, kafka = ports[2 * i - 2], ports[2 * i - 1]

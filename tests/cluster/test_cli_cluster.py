@@ -8,7 +8,9 @@ import os
 import subprocess
 import sys
 
-from broker_harness import BrokerProcess, free_port
+from broker_harness import BrokerProcess
+
+from topiclake.process.ports import free_port
 
 
 def run(

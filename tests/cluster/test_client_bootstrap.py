@@ -9,12 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from broker_harness import BrokerProcess, bootstrap, free_port
+from broker_harness import BrokerProcess, bootstrap
 from deltalake import DeltaTable
 
 from topiclake.client import ClusterView, GatewayUnavailable, TopiclakeClient, parse_bootstrap_servers
 from topiclake.errors import InvalidRequest, TopicNotFound
 from topiclake.platform import partition_for_key
+from topiclake.process.ports import free_port
 
 
 def table_rows(warehouse: Path, topic: str) -> list[dict[str, object]]:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from broker_harness import free_port
+from topiclake.process.ports import free_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "infra" / "cluster.sh"
 

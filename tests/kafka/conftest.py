@@ -11,7 +11,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 
 from gateway_harness import start_gateway, stop_gateway
-from kafka_harness import KafkaGateway, free_port
+from kafka_harness import KafkaGateway
+
+from topiclake.process.ports import free_port
 
 
 @pytest.fixture

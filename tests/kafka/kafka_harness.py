@@ -28,13 +28,6 @@ class KafkaGateway:
     port: int
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def connect(kafka: KafkaGateway) -> socket.socket:
     return socket.create_connection(("127.0.0.1", kafka.port), timeout=10)
 

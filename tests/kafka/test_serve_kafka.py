@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 from confluent_kafka import Consumer, Producer
-from kafka_harness import free_port
+
+from topiclake.process.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -24,9 +25,7 @@ def _serve(tmp_path: Path, http: int, kafka: int) -> subprocess.Popen[str]:
 
 
 def test_serve_speaks_kafka_and_http_on_one_broker(tmp_path: Path) -> None:
-    http = free_port()
-    while (kafka := free_port()) == http:  # a freed port may be handed out twice in a row
-        pass
+    http, kafka = free_port(), free_port()  # never the same port twice
     proc = _serve(tmp_path, http, kafka)
     try:
         deadline = time.monotonic() + 30

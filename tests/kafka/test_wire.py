@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 from gateway_harness import table_rows
-from kafka_harness import HELLO, KafkaGateway, connect, frame, free_port, read_frame, response
+from kafka_harness import HELLO, KafkaGateway, connect, frame, read_frame, response
 
 from topiclake.kafka import SUPPORTED, KafkaListener, KafkaListenerError
 from topiclake.platform import Broker, Storage
+from topiclake.process.ports import free_port
 
 
 def _closed(sock: socket.socket) -> bool:

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
+from topiclake.process.ports import free_port
 
 BIN = Path(sys.executable).parent
 RUNS = 100
@@ -123,18 +124,10 @@ def test_run_and_exit_maps_outcomes_to_codes(body: str, code: int, stderr: str) 
     assert stderr in proc.stderr
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_serve_stopped_by_a_signal_shuts_down_and_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
     """uvicorn re-raises the stop signal after shutting down (exit 143); serve ends normally instead."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [str(BIN / "topiclake"), "serve", "--warehouse", str(tmp_path / "wh"), "--port", str(port)],
         stdout=subprocess.PIPE,

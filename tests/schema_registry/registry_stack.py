@@ -6,7 +6,6 @@ Imported by name (``from registry_stack import ...``); the name is unique in the
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import uvicorn
 
 from topiclake.api import create_app
 from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.process.ports import free_port
 from topiclake.schema_registry import SchemaRegistry
 from topiclake.schema_registry.http import create_registry_app
 from topiclake.settings import GatewaySettings
@@ -34,12 +34,6 @@ class Stack:
     kafka_bootstrap: str = ""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start(app: object, port: int) -> tuple[uvicorn.Server, threading.Thread]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))  # type: ignore[arg-type]
     thread = threading.Thread(target=server.run, daemon=True)
@@ -55,8 +49,8 @@ def _start(app: object, port: int) -> tuple[uvicorn.Server, threading.Thread]:
 def running_stack(warehouse: Path, kafka: bool = False) -> Iterator[Stack]:
     """Start a broker, its gateway and its registry over ``warehouse`` (and the gateway's Kafka listener
     with ``kafka``); stop them all on exit."""
-    port, registry_port = _free_port(), _free_port()
-    kafka_port = _free_port() if kafka else 0
+    port, registry_port = free_port(), free_port()
+    kafka_port = free_port() if kafka else 0
     config = BrokerConfig(linger_ms=1.0)
     settings = GatewaySettings(
         warehouse=str(warehouse),

@@ -14,8 +14,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 
-from broker_harness import BrokerProcess, free_port, wait_for
+from broker_harness import BrokerProcess, wait_for
 
+from topiclake.process.ports import free_port
 from topiclake.security import UserStore
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

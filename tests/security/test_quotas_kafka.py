@@ -15,20 +15,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 
 from gateway_harness import Gateway, start_gateway, stop_gateway, table_rows
 
+from topiclake.process.ports import free_port
+
 RATE = 40_000  # produce bytes/s of every (anonymous) client
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 def kafka_quota(tmp_path: Path) -> Iterator[tuple[Gateway, int]]:
-    port = _free_port()
+    port = free_port()
     gw, server, thread = start_gateway(
         tmp_path / "wh", settings_overrides={"quota_produce_bytes_per_s": RATE}, kafka_port=port
     )

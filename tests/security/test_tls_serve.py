@@ -13,7 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 from confluent_kafka.admin import AdminClient
-from tls_harness import free_port, make_certs
+from tls_harness import make_certs
+
+from topiclake.process.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -21,9 +23,7 @@ pytestmark = pytest.mark.slow
 def test_serve_with_mtls_on_http_and_kafka(tmp_path: Path) -> None:
     certs = make_certs(tmp_path / "pki")
     cert, key = certs.client("alice")
-    http = free_port()
-    while (kafka := free_port()) == http:  # a freed port may be handed out twice in a row
-        pass
+    http, kafka = free_port(), free_port()  # never the same port twice
     cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", str(tmp_path / "wh")]
     cmd += ["--port", str(http), "--kafka-port", str(kafka), "--log-level", "info"]
     cmd += [

@@ -33,6 +33,7 @@ from gateway_harness import Gateway
 from topiclake.api import create_app
 from topiclake.api.tls import uvicorn_tls_options
 from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.process.ports import free_port
 from topiclake.settings import GatewaySettings
 
 
@@ -138,13 +139,6 @@ def make_certs(folder: Path) -> Certs:
     server = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "broker")])
     cert, key = _issue(folder, "server", server, ca_key, ca_cert, server=True)
     return Certs(ca_path, cert, key, folder, ca_key, ca_cert)
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

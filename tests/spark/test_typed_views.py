@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from topiclake.api import create_app
 from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.process.ports import free_port
 from topiclake.schema_registry import SchemaRegistry
 from topiclake.schema_registry.http import create_registry_app
 from topiclake.settings import GatewaySettings
@@ -38,16 +38,10 @@ EVENT_V1 = {"type": "object", "properties": {"id": {"type": "integer"}}, "requir
 EVENT_V2 = {"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array"}}}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def urls(warehouse: str) -> Iterator[tuple[str, str]]:
     """(gateway URL, registry URL) of real servers over the warehouse."""
-    port, registry_port = _free_port(), _free_port()
+    port, registry_port = free_port(), free_port()
     settings = GatewaySettings(warehouse=warehouse, port=port, schema_registry_port=registry_port)
     storage = Storage(warehouse)
     broker = Broker(storage, BrokerConfig(linger_ms=1.0, maintenance=False))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,13 +20,9 @@ import httpx
 import pytest
 from s3_harness import S3Warehouse
 
+from topiclake.process.ports import free_port
+
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _aws_env(s3: S3Warehouse) -> dict[str, str]:
@@ -38,7 +33,7 @@ def _aws_env(s3: S3Warehouse) -> dict[str, str]:
 
 @contextmanager
 def _gateway(s3: S3Warehouse, **extra_env: str) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", s3.uri, "--port", str(port)]
     proc = subprocess.Popen(
         cmd, env={**_aws_env(s3), **extra_env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

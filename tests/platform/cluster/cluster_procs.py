@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from topiclake.process.ports import free_port
+
 #: Shorter than the defaults so failover tests take seconds; the benchmark measures the defaults.
 FAST_ENV = {
     "TOPICLAKE_BROKER__HEARTBEAT_INTERVAL_MS": "250",
@@ -25,12 +26,6 @@ FAST_ENV = {
     "TOPICLAKE_BROKER__LEADER_REBALANCE_DELAY_MS": "1000",
     "TOPICLAKE_BROKER__LINGER_MS": "1",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

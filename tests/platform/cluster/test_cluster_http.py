@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from cluster_procs import Cluster, free_port, until
+from cluster_procs import Cluster, until
 
 from topiclake.platform.cluster.routing import FORWARDED_HEADER
+from topiclake.process.ports import free_port
 
 V2 = "application/vnd.kafka.v2+json"
 

@@ -17,8 +17,10 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from cluster_procs import Cluster, free_port, until
+from cluster_procs import Cluster, until
 from deltalake import DeltaTable
+
+from topiclake.process.ports import free_port
 
 pytestmark = pytest.mark.slow
 
