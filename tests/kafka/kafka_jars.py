@@ -5,10 +5,13 @@ afterwards."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 VERSION = "4.2.0"
@@ -59,14 +62,28 @@ def _resolve(pom_text: str, directory: Path, keep: tuple[str, ...] | None = None
     (directory / ".ok").touch()
 
 
+@contextmanager
+def _resolving(directory: Path) -> Iterator[bool]:
+    """Held while ``directory`` is resolved; yields whether it still needs resolving. pytest-xdist workers
+    (and benchmarks) may ask at once: one resolves, the others wait for its ``.ok`` and copy nothing."""
+    if (directory / ".ok").exists():
+        yield False
+        return
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f".{directory.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield not (directory / ".ok").exists()
+
+
 def spark_kafka_jars() -> list[str]:
     """The jars Spark's ``format("kafka")`` needs on top of PySpark, resolved on first use."""
     from importlib.metadata import version
 
     spark = version("pyspark")
     directory = Path.home() / ".cache" / "topiclake" / "jars" / f"spark-sql-kafka-{spark}"
-    if not (directory / ".ok").exists():
-        _resolve(_SPARK_POM.format(v=spark), directory, _SPARK_KEEP)
+    with _resolving(directory) as needed:
+        if needed:
+            _resolve(_SPARK_POM.format(v=spark), directory, _SPARK_KEEP)
     return sorted(str(p) for p in directory.glob("*.jar"))
 
 
@@ -81,6 +98,7 @@ def cache_dir() -> Path:
 def classpath() -> str:
     """The Java classpath of Kafka's tools, resolving it with Maven on first use."""
     directory = cache_dir()
-    if not (directory / ".ok").exists():
-        _resolve(_POM.format(v=VERSION), directory)
+    with _resolving(directory) as needed:
+        if needed:
+            _resolve(_POM.format(v=VERSION), directory)
     return os.pathsep.join(sorted(str(p) for p in directory.glob("*.jar")))
