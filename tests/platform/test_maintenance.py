@@ -23,7 +23,7 @@ from test_crash import (  # the kill -9 harness of tests/platform/test_crash.py
     _seed,
 )
 
-from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.file_index import build_index
 
 AGGRESSIVE = {
@@ -148,3 +148,35 @@ def test_kill9_during_in_platform_compaction_loses_nothing(
             got = broker.fetch(TOPIC, p, 0, max_records=100_000).records
             assert got["offset"].to_pylist() == list(range(ends[p])), f"partition {p} has gaps or repeats"
     assert os.path.isdir(storage.topic_uri(TOPIC))
+
+
+def test_every_full_tier_is_compacted_when_appends_fill_tier_zero_every_round(tmp_path: Path) -> None:
+    # Under sustained load the local append path commits dozens of one-file-per-partition commits between
+    # two maintenance rounds, so the lowest tier is full in every round. Merging only the lowest full tier
+    # then never reached tier 1, which grew by one file a round (issue 25: 131 -> 343 files in 5 minutes).
+    storage = Storage(str(tmp_path / "wh"))
+    n = 4
+    config = BrokerConfig(linger_ms=0, maintenance_interval_ms=3_600_000, compact_min_files=n)
+    per_round = n + 1  # commits between two rounds: tier 0 full in every one
+    rounds = 40
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=1)
+        maintainer = broker.log("t").maintainer
+        worst = 0
+        for r in range(rounds):
+            for i in range(per_round):
+                broker.produce("t", [Record(value=f"{r * per_round + i}".encode())], acks="all")
+            maintainer.run_once()  # the maintenance thread's round, run here (its interval is an hour)
+            worst = max(worst, _active_files(storage, "t")[0])
+        total = rounds * per_round
+        got = broker.fetch("t", 0, 0, max_records=total).records
+    assert got["offset"].to_pylist() == list(range(total))
+    assert got["value"].to_pylist() == [str(o).encode() for o in range(total)]
+    tiers = 1
+    while n**tiers <= total:
+        tiers += 1
+    # N - 1 files per tier after a round, plus what one round's commits add
+    assert worst <= (n - 1) * tiers + per_round, (worst, maintainer.stats)
+    assert maintainer.stats.compactions_dropped == 0, maintainer.stats
+    # one log entry a round holds every run the round merged
+    assert maintainer.stats.compaction_commits < maintainer.stats.compactions, maintainer.stats
