@@ -365,6 +365,10 @@ def test_metrics_and_openapi(gateway: Gateway) -> None:
     line = 'topiclake_http_requests_total{method="POST",route="/v1/topics/{topic}/records",status="200"}'
     assert f"{line} 3.0" in text
     assert 'topiclake_produced_records_total{topic="t"} 4.0' in text
+    # what the commits did: three commits (acks=all, one after the other) of 4 records in all
+    assert 'topiclake_topic_committed_records_total{topic="t"} 4.0' in text
+    assert 'topiclake_topic_commit_latency_seconds_count{topic="t"} 3.0' in text
+    assert 'topiclake_topic_commit_latency_seconds_bucket{le="+Inf",topic="t"} 3.0' in text
     spec = gateway.client.get("/openapi.json").json()
     produce = spec["paths"]["/v1/topics/{topic}/records"]["post"]
     assert "example" in produce["requestBody"]["content"]["application/json"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
@@ -174,3 +175,22 @@ def test_local_compaction_rewrites_without_data_change_and_yields_to_a_removal(t
     assert not commit_rewrite(uri, dt.version(), files, data)
     assert _written(Path(uri, "partition=0", "segment=0")) == before_files
     assert _offsets(uri, 0) == list(range(10))
+
+
+@pytest.mark.parametrize("local_append", [True, False], ids=["local-append", "delta-rs"])
+def test_commits_are_counted_with_their_latency_and_records_on_either_path(
+    tmp_path: Path, local_append: bool
+) -> None:
+    storage = Storage(str(tmp_path / "wh"))
+    config = BrokerConfig(local_append=local_append, linger_ms=0, **QUIET)  # type: ignore[arg-type]
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=1)
+        for i in range(3):  # acks=all one after the other: one commit each
+            broker.produce("t", [Record(value=b"a"), Record(value=str(i).encode())], acks="all")
+        log = broker.log("t")
+        assert (log._fast is not None) == local_append
+        times = log.commit_times
+    assert times.commits == 3 and times.records == 6, times
+    assert times.counts[-1] == 3 and times.counts == sorted(times.counts), times
+    assert times.sum_ms > 0
+    assert len(times.counts) == len(times.BOUNDS_MS) + 1

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -23,7 +23,7 @@ class _PartitionCollector(Collector):
     def __init__(self, metrics: GatewayMetrics) -> None:
         self._metrics = metrics
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily]:
         broker = self._metrics.broker
         end = GaugeMetricFamily(
             "topiclake_partition_end_offset", "High watermark of a partition", labels=["topic", "partition"]
@@ -33,6 +33,18 @@ class _PartitionCollector(Collector):
         )
         fences = GaugeMetricFamily(
             "topiclake_topic_fences", "Commits fenced by another writer on this topic", labels=["topic"]
+        )
+        latency = HistogramMetricFamily(
+            "topiclake_topic_commit_latency_seconds",
+            "Time of this broker's Delta commits of a topic (group commit: from the flusher taking the queue "
+            "to its log entry), local append and delta-rs paths alike",
+            labels=["topic"],
+        )
+        committed = CounterMetricFamily(
+            "topiclake_topic_committed_records",
+            "Records committed to a topic by this broker (records per commit: its rate over the commits' "
+            "rate)",
+            labels=["topic"],
         )
         buffered = GaugeMetricFamily(
             "topiclake_buffer_used_bytes", "Accepted but not yet committed bytes (429 beyond the limit)"
@@ -45,6 +57,13 @@ class _PartitionCollector(Collector):
                     end.add_metric([log.topic, str(partition)], hwm)
                 commits.add_metric([log.topic], stats["commits"])
                 fences.add_metric([log.topic], stats["fences"])
+                times = log.commit_times
+                bounds = [f"{ms / 1000:g}" for ms in times.BOUNDS_MS] + ["+Inf"]
+                buckets = list(zip(bounds, [float(c) for c in times.counts], strict=True))
+                latency.add_metric([log.topic], buckets, times.sum_ms / 1000)
+                committed.add_metric([log.topic], times.records)
+        yield latency
+        yield committed
         yield buffered
         yield end
         yield commits

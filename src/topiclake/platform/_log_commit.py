@@ -76,10 +76,7 @@ class LogCommits(LogLocal):
         elapsed_ms = (time.perf_counter() - started) * 1000
         if self._fast is None:  # delta-rs refreshed our snapshot: it is now at least as new
             self._takeover_reader = None
-        self.commits += 1
-        self.commit_latencies_ms.append(elapsed_ms)
-        if len(self.commit_latencies_ms) > 10_000:
-            del self.commit_latencies_ms[:5_000]
+        self._count_commit(elapsed_ms, sum(p.count for p in take))
         with self._lock:
             take = self._inflight
             self._inflight = []
