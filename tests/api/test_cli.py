@@ -118,10 +118,23 @@ def test_consume_from_a_timestamp(gateway: Gateway) -> None:
     assert len(ok(run(url, "consume", "t", "--from-beginning")).split()) == 5
 
 
+def _describes(gateway: Gateway) -> float:
+    """How many ``GET /v1/topics/{topic}`` the gateway has answered (its Prometheus counter)."""
+    text = gateway.client.get("/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("topiclake_http_requests_total{")
+        and 'method="GET"' in line
+        and 'route="/v1/topics/{topic}"' in line
+    )
+
+
 def test_follow_waits_for_new_records_until_interrupted(gateway: Gateway) -> None:
     url = gateway.url
     ok(run(url, "topics", "create", "t", "--partitions", "2"))
     ok(run(url, "produce", "t", stdin="before\n"))
+    described = _describes(gateway)
     proc = subprocess.Popen(
         [sys.executable, "-m", "topiclake.cli", "consume", "t", "--follow", "--format", "%v\\n"],
         stdout=subprocess.PIPE,
@@ -130,7 +143,11 @@ def test_follow_waits_for_new_records_until_interrupted(gateway: Gateway) -> Non
         env={**os.environ, "TOPICLAKE_URL": url},
     )
     try:
-        time.sleep(1.0)  # starts at the end: "before" is not printed
+        # it starts at the end it read in its describe of t ("before" is not printed): produce after that
+        deadline = time.monotonic() + 60
+        while _describes(gateway) == described:
+            assert proc.poll() is None and time.monotonic() < deadline, "consume --follow did not start"
+            time.sleep(0.05)
         ok(run(url, "produce", "t", stdin="after-1\nafter-2\n"))
         assert proc.stdout is not None
         got = sorted([proc.stdout.readline().strip(), proc.stdout.readline().strip()])
