@@ -124,3 +124,23 @@ def test_group_of_two_commit_restart_resume(kafka: KafkaGateway) -> None:
         assert len(set(got)) == len(got)
     finally:
         again.close()
+
+
+def test_a_produce_failing_as_a_whole_is_answered_per_partition(
+    kafka: KafkaGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected error in the broker (not the client's fault) reaches librdkafka as
+    UNKNOWN_SERVER_ERROR on each partition it asked for, not as a malformed answer (_BAD_MSG)."""
+    kafka.gw.broker.create_topic("whole", partitions=2)
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("injected: the broker failed unexpectedly")
+
+    monkeypatch.setattr(kafka.gw.broker, "start_rows", broken)
+    monkeypatch.setattr(kafka.gw.broker, "produce_arrow", broken)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all", "retries": 0, "linger.ms": 5})
+    codes: list[int] = []
+    for p in (0, 1):
+        producer.produce("whole", b"v", partition=p, on_delivery=lambda err, _m: codes.append(err.code()))
+    assert producer.flush(30) == 0
+    assert codes == [KafkaError.UNKNOWN, KafkaError.UNKNOWN]  # the broker's -1, per partition

@@ -199,6 +199,31 @@ async def _split(ctx: Context, req: Request, handler: Handler, spec: _Split) -> 
     return out
 
 
+def failed_answer(req: Request, code: int) -> dict[str, Any] | None:
+    """The answer to a request that failed as a whole: ``code`` on every topic and partition it named.
+
+    A client matches a produce or fetch answer by topic and partition: an answer without them is a
+    malformed one to librdkafka ("Local: Bad message format"), so such APIs repeat what was asked, as
+    Kafka's own ``getErrorResponse`` does. Other APIs carry the code at the top. A produce request with
+    acks=0 gets no answer (None), failed or not.
+    """
+    if req.api_key == 0 and int(req.body.acks) == 0:
+        return None
+    spec = _SPLITS.get(req.api_key)
+    items = None if spec is None else getattr(req.body, spec.req_list, None)
+    if spec is None or items is None or req.api_key == 42:
+        return {"error_code": code}
+    spec = dataclasses.replace(spec, code=code)
+    entries = [
+        _denied_entry(spec, item if isinstance(item, str) else getattr(item, spec.req_name), item)
+        for item in items
+    ]
+    out: dict[str, Any] = {spec.resp_list: entries}
+    if req.api_key == 1:  # Fetch has a top-level code too
+        out.update(error_code=code, session_id=0)
+    return out
+
+
 def _metadata_filter(ctx: Context, req: Request, out: dict[str, Any]) -> dict[str, Any]:
     listing = req.body.topics is None or (req.version == 0 and not req.body.topics)
     topics = []

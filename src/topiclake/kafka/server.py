@@ -20,7 +20,7 @@ from typing import Final
 from topiclake.errors import TopiclakeError
 from topiclake.kafka import codec, quota, sasl
 from topiclake.kafka import errors as kerr
-from topiclake.kafka.authz import guarded
+from topiclake.kafka.authz import failed_answer, guarded
 from topiclake.kafka.classic_groups import ClassicGroups
 from topiclake.kafka.context import ConnectionState, Context
 from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_response
@@ -264,7 +264,7 @@ class KafkaListener:
         except Exception as exc:
             code = kerr.code_for(exc)
             logger.warning("kafka %s: api key %d v%d failed: %s", peer, api_key, version, exc)
-            data = error_response(code)
+            data = failed_answer(request, code)
         if data is None:
             return None
         try:

@@ -23,6 +23,7 @@ from topiclake.platform._catalog_base import (
     _Row,
     _to_record,
 )
+from topiclake.platform.delta_state import read_txn
 from topiclake.schemas import CATALOG_SCHEMA, SYSTEM_TABLE_PROPERTIES
 
 logger = logging.getLogger("topiclake.platform.catalog")  # one logger for all parts
@@ -101,7 +102,7 @@ class CatalogTable(CatalogBase):
 
     def _txn_version(self, app_id: str) -> int:
         try:
-            version = self._dt.transaction_version(app_id)
+            version = read_txn(self._dt, app_id)
         except (DeltaError, OSError) as exc:
             raise StorageError(f"cannot read the topic catalog {self._uri}: {exc}", uri=self._uri) from exc
         return 0 if version is None else int(version)

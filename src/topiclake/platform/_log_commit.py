@@ -21,6 +21,7 @@ from topiclake.platform._log_base import (
 )
 from topiclake.platform._log_local import LogLocal
 from topiclake.platform.append_handle import PendingBatch, settle_all, whole_table
+from topiclake.platform.delta_state import read_txn
 from topiclake.platform.fast_append import LostRace
 from topiclake.platform.leases import WRITE_INTENT_MAX_S, active_leases
 from topiclake.platform.records import now_ms
@@ -263,7 +264,7 @@ class LogCommits(LogLocal):
         foreign = {}
         led = self._led
         for p, part in list(self._parts.items()):
-            tv = self._dt.transaction_version(partition_app_id(self.topic, p)) or 0
+            tv = read_txn(self._dt, partition_app_id(self.topic, p)) or 0
             if tv <= max(part.high_watermark, (committed or {}).get(p, 0)):
                 continue
             if led is not None and p not in led:  # another broker leads it: just follow its end
@@ -278,7 +279,7 @@ class LogCommits(LogLocal):
         deposed = []
         if led is not None:
             for p in foreign:
-                epoch = self._dt.transaction_version(epoch_app_id(self.topic, p)) or 0
+                epoch = read_txn(self._dt, epoch_app_id(self.topic, p)) or 0
                 if epoch > led.get(p, -1):
                     deposed.append(p)
         with self._lock:
@@ -287,7 +288,7 @@ class LogCommits(LogLocal):
                     "topic %s partition %d: fenced by a leader with epoch %d (ours %d): giving it up",
                     self.topic,
                     p,
-                    self._dt.transaction_version(epoch_app_id(self.topic, p)) or 0,
+                    read_txn(self._dt, epoch_app_id(self.topic, p)) or 0,
                     (self._led or {}).get(p, -1),
                 )
                 if self._led is not None:

@@ -21,6 +21,7 @@ from deltalake.exceptions import DeltaError
 
 from topiclake.errors import StorageError
 from topiclake.platform.catalog import TopicInfo
+from topiclake.platform.delta_state import read_txn
 from topiclake.platform.file_index import build_index
 from topiclake.platform.storage import Storage
 from topiclake.schemas.partition_offsets import (
@@ -51,7 +52,7 @@ def partition_ends(
         index = build_index(table, storage.filesystem(uri))
         out: dict[int, tuple[int, int]] = {}
         for p in range(info.partitions):
-            hwm = table.transaction_version(app_id(info.name, p))
+            hwm = read_txn(table, app_id(info.name, p))
             end = int(hwm) if hwm is not None else (index.end_offset(p) or 0)
             start = index.log_start_offset(p)
             out[p] = (end if start is None else start, end)

@@ -39,6 +39,7 @@ from topiclake.platform.append_handle import AppendHandle, PendingBatch
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicInfo
 from topiclake.platform.config import BrokerConfig
+from topiclake.platform.delta_state import StateReader, log_entries_gone, read_txn
 from topiclake.platform.fast_append import LocalAppender
 from topiclake.platform.file_cache import SmallFileCache
 from topiclake.platform.file_index import FileIndex
@@ -125,6 +126,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         self._producers = ProducerStates(self._load_producer)
         self._parts: dict[int, LedPartition] = {}
         self._takeover_reader: DeltaTable | None = None
+        self._state = StateReader(lambda: DeltaTable(self.uri, storage_options=self._storage.options()))
         self._recover(info.partitions)
         self._flusher = threading.Thread(target=self._run, name=f"flush-{self.topic}", daemon=True)
         self._flusher.start()
@@ -198,7 +200,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             self._parts[p] = self._recover_partition(p, index)
 
     def _recover_partition(self, p: int, index: FileIndex, dt: DeltaTable | None = None) -> LedPartition:
-        tv = (dt or self._dt).transaction_version(partition_app_id(self.topic, p))
+        tv = self._read_txn(partition_app_id(self.topic, p), dt or self._dt)
         end = index.end_offset(p)
         hwm = tv if tv is not None else (end or 0)
         if end is not None and end > hwm:  # written without our txn (should not happen): never reuse
@@ -213,8 +215,27 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         # after a takeover, the snapshot taken then holds what the previous leader committed
         # every producer this log wrote since it opened is in memory (see _log_local.py)
         dt = self._takeover_reader or self._dt
-        version = dt.transaction_version(producer_app_id(self.topic, producer_id, scope))
+        version = self._read_txn(producer_app_id(self.topic, producer_id, scope), dt)
         return None if version is None else decode_state(version)
+
+    def _read_txn(self, app_id: str, dt: DeltaTable) -> int | None:
+        """A ``txn`` version from ``dt``, or, when log cleanup removed the entries that snapshot replays,
+        from the log's state reader at least as new (``dt`` may be the commit path's: it is not moved).
+        Callers hold the topic's lock (the state reader is not thread-safe)."""
+        try:
+            try:
+                return dt.transaction_version(app_id)
+            except FOREIGN_ERRORS as exc:
+                if not log_entries_gone(exc):
+                    raise
+                logger.info(
+                    "topic %s: snapshot %d outrun by log cleanup; reading newer", self.topic, dt.version()
+                )
+                return self._state.txn(app_id, at_least=dt.version())
+        except FOREIGN_ERRORS as exc:
+            raise StorageError(
+                f"cannot read the state of topic {self.topic}: {exc}", topic=self.topic
+            ) from exc
 
     def ensure_partitions(self, info: TopicInfo) -> None:
         """Adopt a new catalog state (more partitions, changed configs)."""
@@ -329,7 +350,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
     def _record_ends(self, dt: DeltaTable) -> None:
         """Record the partitions' ends in ``_system/partition_offsets`` if they moved (maintenance thread)."""
         info = self.info
-        ends = tuple(dt.transaction_version(partition_app_id(info.name, p)) for p in range(info.partitions))
+        ends = tuple(read_txn(dt, partition_app_id(info.name, p)) for p in range(info.partitions))
         if ends != self._recorded_ends:
             by = f"broker-{self._config.broker_id}"
             record_partition_offsets(self._storage, info, partition_app_id, recorded_by=by, table=dt)

@@ -148,22 +148,26 @@ async def produce(ctx: Context, req: Request) -> dict[str, Any] | None:
     conn.produce_tail = mine
     count = sum(len(t.partition_data) for t in body.topic_data)
     appended = _Appended(count, loop, mine)
-    if previous is not None:
-        await previous
-    jobs = []
-    for t in body.topic_data:
-        for p in t.partition_data:
-            name, index = str(t.name), int(p.index)
-            signal = appended.signal()
-            # the common case queues on the event loop and awaits the commit there (no thread per request)
-            started = start_partition(ctx, name, index, p.records, acks)
-            if started is None:  # topic not open yet, partition led elsewhere, ...: the blocking path
-                job = ctx.run(_produce_partition, ctx, name, index, p.records, acks, timeout_ms, signal)
-            else:
-                signal()
-                job = started.answer(timeout_ms or ctx.broker.config.request_timeout_ms)
-            jobs.append(job)
-    results = await asyncio.gather(*jobs)
+    try:
+        if previous is not None:
+            await previous
+        jobs = []
+        for t in body.topic_data:
+            for p in t.partition_data:
+                name, index = str(t.name), int(p.index)
+                signal = appended.signal()
+                # the common case queues on the event loop and awaits the commit there (no thread per request)
+                started = start_partition(ctx, name, index, p.records, acks)
+                if started is None:  # topic not open yet, partition led elsewhere, ...: the blocking path
+                    job = ctx.run(_produce_partition, ctx, name, index, p.records, acks, timeout_ms, signal)
+                else:
+                    signal()
+                    job = started.answer(timeout_ms or ctx.broker.config.request_timeout_ms)
+                jobs.append(job)
+        results = await asyncio.gather(*jobs)
+    except BaseException:
+        _resolve(mine)  # the connection's next produce request must not wait for this failed one
+        raise
     if acks == 0:
         return None
     it = iter(results)
