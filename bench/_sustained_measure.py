@@ -1,0 +1,254 @@
+"""What the sustained benchmark (bench/sustained.py) measures besides its load: the gateway's ``/metrics``,
+the topic table's commits (its ``_delta_log``) and active files, on a local disk or on S3.
+
+On S3 the benchmark starts the project's local S3 API server and its counting proxy
+(:class:`S3Stack`); the gateway reaches the bucket through the proxy, this process's own reads (samples of
+the table, the log watcher, the final check) go to the server directly, so the proxy counts only the
+gateway's requests.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+import pyarrow as pa
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+
+from _common import GatewayProcess
+from _sustained_load import CONFIG, PARTITIONS, TOPIC, Clock, idempotent_get
+from topiclake.objectstore import LocalS3Server, ProxyProcess
+from topiclake.platform import Storage
+
+LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
+BUCKET = "sustained"
+
+
+# ---------------------------------------------------------------------------------------------- store
+
+
+class S3Stack:
+    """The local S3 API server, a bucket, and the counting proxy in front of it (bench/s3_bench.py's
+    setup); both subprocesses are stopped by their pids."""
+
+    def __init__(self) -> None:
+        self.server = LocalS3Server().start()
+        try:
+            self.server.create_bucket(BUCKET)
+            self.proxy = ProxyProcess(self.server.endpoint).start()
+        except BaseException:
+            self.server.stop()
+            raise
+        self.warehouse = f"s3://{BUCKET}/wh"
+
+    def options(self, endpoint: str) -> dict[str, str]:
+        return {
+            "AWS_ACCESS_KEY_ID": "sustained",
+            "AWS_SECRET_ACCESS_KEY": "sustained",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ALLOW_HTTP": "true",
+        }
+
+    def gateway_env(self) -> dict[str, str]:
+        """The gateway's environment: AWS's usual variables, pointing at the proxy."""
+        return self.options(self.proxy.endpoint)
+
+    def requests(self) -> dict[str, int]:
+        """The gateway's requests so far, by S3 operation (the proxy's counters)."""
+        return {k: v for k, v in self.proxy.counts().items() if k != "injected_errors"}
+
+    def stop(self) -> None:
+        self.proxy.stop()
+        self.server.stop()
+
+
+class TopicTable:
+    """The topic's Delta table as this process reads it: through delta-rs with storage options, and its
+    ``_delta_log`` listed through the store (a local directory or S3 keys)."""
+
+    def __init__(self, warehouse: str, options: dict[str, str] | None = None) -> None:
+        storage = Storage(warehouse, options)
+        self.uri = storage.topic_uri(TOPIC)
+        self.options = storage.options()
+        self.local = storage.is_local
+        self._fs = storage.filesystem(self.uri)
+
+    def delta_table(self) -> DeltaTable:
+        return DeltaTable(self.uri, storage_options=self.options)
+
+    def log_names(self) -> list[str]:
+        """Names of the files in ``_delta_log`` (JSON entries, checkpoints, ``_last_checkpoint``)."""
+        infos = self._fs.get_file_info(pafs.FileSelector("_delta_log", allow_not_found=True))
+        return [info.base_name for info in infos]
+
+    def read_log(self, name: str) -> bytes:
+        with self._fs.open_input_stream(f"_delta_log/{name}") as f:
+            data: bytes = f.read()
+        return data
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+
+
+def scrape(http: httpx.Client) -> dict[str, Any]:
+    """The counters this benchmark needs from ``/metrics``: the produce latency histogram (native API,
+    acks=all; cumulative bucket counts by upper bound), produced records and Delta commits of the topic."""
+    text = idempotent_get(http, "/metrics").text
+    buckets: dict[float, float] = {}
+    commit_buckets: dict[float, float] = {}
+    records = commits = committed = 0.0
+    for line in text.splitlines():
+        if line.startswith("topiclake_produce_latency_seconds_bucket{") and 'acks="all"' in line:
+            if 'api="native"' in line:
+                le = line.split('le="', 1)[1].split('"', 1)[0]
+                buckets[math.inf if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("topiclake_produced_records_total{") and f'topic="{TOPIC}"' in line:
+            records = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("topiclake_topic_commits{") and f'topic="{TOPIC}"' in line:
+            commits = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("topiclake_topic_commit_latency_seconds_bucket{") and f'topic="{TOPIC}"' in line:
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            commit_buckets[math.inf if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("topiclake_topic_committed_records_total{") and f'topic="{TOPIC}"' in line:
+            committed = float(line.rsplit(" ", 1)[1])
+    return {
+        "buckets": buckets,
+        "records": records,
+        "commits": commits,
+        "commit_buckets": commit_buckets,
+        "committed_records": committed,
+    }
+
+
+def histogram_quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float | None:
+    """Prometheus ``histogram_quantile`` over the delta of two scrapes (linear within a bucket), in ms."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    if not counts or counts[-1] <= 0:
+        return None
+    rank = q * counts[-1]
+    prev_bound, prev_count = 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if count >= rank:
+            if math.isinf(bound):
+                return prev_bound * 1000
+            width = count - prev_count
+            frac = (rank - prev_count) / width if width > 0 else 1.0
+            return (prev_bound + (bound - prev_bound) * frac) * 1000
+        prev_bound, prev_count = bound, count
+    return None
+
+
+@dataclass
+class LogState:
+    """Commits of the topic table, read from its ``_delta_log`` entries (before log cleanup removes them)."""
+
+    last_version: int = -1
+    commit_ms: dict[int, list[float]] = field(default_factory=dict)  # window -> execution_time_ms
+    commit_rows: dict[int, int] = field(default_factory=dict)
+    commits: dict[int, int] = field(default_factory=dict)
+    compactions: dict[int, int] = field(default_factory=dict)
+    other: int = 0
+    missed: int = 0  # versions cleaned up before this watcher read them
+    failure: str | None = None
+
+
+def log_watcher(table: TopicTable, clock: Clock, state: LogState, stop: threading.Event) -> None:
+    """Every 0.2 s, reads the commitInfo of each new ``_delta_log`` entry: the broker's appends carry
+    ``topiclake.commit`` and delta-rs's ``operationMetrics.execution_time_ms`` (the time of the whole
+    ``write_deltalake`` call: Parquet file and log entry), compactions ``topiclake.operation``."""
+    while not stop.wait(0.2):
+        try:
+            versions = sorted(int(m.group(1)) for name in table.log_names() if (m := LOG_ENTRY.match(name)))
+        except (OSError, pa.ArrowException) as exc:
+            state.failure = str(exc)
+            continue
+        for v in versions:
+            if v <= state.last_version:
+                continue
+            if state.last_version >= 0:
+                state.missed += v - state.last_version - 1
+            state.last_version = v
+            try:
+                lines = table.read_log(f"{v:020d}.json").splitlines()
+            except (OSError, pa.ArrowException):
+                state.missed += 1
+                continue
+            info = next(
+                (orjson.loads(x)["commitInfo"] for x in lines if x.startswith(b'{"commitInfo"')), None
+            )
+            if info is None:
+                state.other += 1
+                continue
+            w = clock.window_of_epoch_ms(info.get("timestamp", 0))
+            metrics = info.get("operationMetrics") or {}
+            if "topiclake.commit" in info:
+                state.commits[w] = state.commits.get(w, 0) + 1
+                # delta-rs's name, or the local append path's (Spark's)
+                rows = metrics.get("num_added_rows", metrics.get("numOutputRows", 0))
+                state.commit_rows[w] = state.commit_rows.get(w, 0) + int(rows)
+                if "execution_time_ms" in metrics:
+                    state.commit_ms.setdefault(w, []).append(float(metrics["execution_time_ms"]))
+            elif info.get("topiclake.operation") == "compaction":
+                state.compactions[w] = state.compactions.get(w, 0) + 1
+            else:
+                state.other += 1
+
+
+# ---------------------------------------------------------------------------------------------- table
+
+
+def tier(records: int, base: int) -> int:
+    """maintenance.py's tier of a file: floor(log_base(records))."""
+    t = 0
+    while records >= base:
+        records //= base
+        t += 1
+    return t
+
+
+def file_bound(records_in_segment: int, n: int = CONFIG.compact_min_files) -> int:
+    """The documented bound on the active files of one (partition, segment) of ``records`` records
+    (maintenance.py): N - 1 files per tier, tiers 0..floor(log_N(records)), plus N files committed
+    during one maintenance round."""
+    tiers = tier(max(records_in_segment, 1), n) + 1
+    return (n - 1) * tiers + n
+
+
+@dataclass
+class TableSample:
+    files: dict[int, int]  # partition -> active files
+    bounds: dict[int, int]  # partition -> bound (sum over its segments)
+    log_files: int
+    rss_mb: float | None
+
+
+def sample_table(table: TopicTable, gateway: GatewayProcess) -> TableSample:
+    files: dict[int, int] = {p: 0 for p in range(PARTITIONS)}
+    bounds: dict[int, int] = {p: file_bound(0) for p in range(PARTITIONS)}
+    adds = pa.table(table.delta_table().get_add_actions(flatten=True))
+    if adds.num_rows:
+        rows = adds.group_by(["partition.partition", "partition.segment"]).aggregate(
+            [("num_records", "sum"), ("num_records", "count")]
+        )
+        for b in bounds:
+            bounds[b] = 0
+        for p, records, count in zip(
+            rows["partition.partition"].to_pylist(),
+            rows["num_records_sum"].to_pylist(),
+            rows["num_records_count"].to_pylist(),
+            strict=True,
+        ):
+            files[int(p)] = files.get(int(p), 0) + int(count)
+            bounds[int(p)] = bounds.get(int(p), 0) + file_bound(int(records or 0))
+        for p in range(PARTITIONS):
+            bounds[p] = bounds[p] or file_bound(0)
+    log_files = len(table.log_names())
+    return TableSample(files, bounds, log_files, gateway.rss_mb())
