@@ -136,3 +136,53 @@ def test_spark_infrastructure_is_not_in_jobs() -> None:
         if is_below(module):
             bad = sorted(m for m in imported if m.startswith("topiclake.jobs"))
             assert not bad, f"{module} imports {bad}"
+
+
+# Issue 26: the core in rooms. A module whose name starts with ``_`` is private to its package: nothing
+# outside that package (or its subpackages) imports it. Each allow-list only ever shrinks; both are empty.
+PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str]] = set()
+ROOMS = "topiclake.platform"
+
+
+def _private_imports() -> list[tuple[str, str]]:
+    bad = []
+    for module, imported in import_graph(type_checking=True).items():
+        for target in imported:
+            name = target.rsplit(".", 1)[-1]
+            if not name.startswith("_") or name.startswith("__"):
+                continue
+            package = target.rsplit(".", 1)[0]
+            if module != package and not module.startswith(package + "."):
+                bad.append((module, target))
+    return sorted(bad)
+
+
+def test_private_modules_are_imported_only_inside_their_package() -> None:
+    bad = [f"{m} imports {t}" for m, t in _private_imports() if (m, t) not in PRIVATE_IMPORTS_ALLOWED]
+    assert not bad, "give the name a public home in its package:\n  " + "\n  ".join(bad)
+
+
+def _room(module: str) -> str:
+    """The room of a module of the core: its subpackage (``topiclake.platform.log``), or the module itself
+    for the façade's top-level modules (``topiclake.platform.broker``); '' outside the core."""
+    if module != ROOMS and not module.startswith(ROOMS + "."):
+        return ""
+    return ".".join(module.split(".")[:3])
+
+
+def test_no_import_cycle_between_the_rooms_of_the_core() -> None:
+    """log, groups, catalog, storage and cluster (and the façade's modules) form a graph without cycles:
+    storage at the bottom, catalog above it, log and groups above that, the broker on top."""
+    graph: dict[str, set[str]] = {}
+    for module, imported in import_graph(type_checking=True).items():
+        room = _room(module)
+        if room:
+            graph.setdefault(room, set()).update(_room(m) for m in imported if _room(m) not in ("", room))
+    assert {f"{ROOMS}.{n}" for n in ("log", "groups", "catalog", "storage", "cluster")} <= set(graph)
+    cycles = [describe(graph, component) for component in strongly_connected(graph)]
+    assert not cycles, "cycles between the rooms of the core:\n  " + "\n  ".join(cycles)
+
+
+def test_the_core_keeps_a_short_top_level() -> None:
+    top = sorted(p.stem for p in (REPO / "src" / "topiclake" / "platform").glob("*.py"))
+    assert len(top) <= 12, f"platform/ has {len(top)} top-level modules; give the new ones a room: {top}"

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 
 from topiclake.api import create_app
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
-from topiclake.platform.group_coordinator import GroupCoordinator
+from topiclake.platform.groups.group_coordinator import GroupCoordinator
 from topiclake.process.ports import free_port
 from topiclake.schemas.offsets import OFFSETS_SCHEMA
 

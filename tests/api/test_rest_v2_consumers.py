@@ -19,7 +19,7 @@ from gateway_harness import Gateway, start_gateway, stop_gateway
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.routes import rest_v2_consumers, rest_v3_groups
 from topiclake.platform import Record
-from topiclake.platform.group_coordinator import GroupCoordinator
+from topiclake.platform.groups.group_coordinator import GroupCoordinator
 
 V2 = "application/vnd.kafka.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"

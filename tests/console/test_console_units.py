@@ -14,7 +14,7 @@ from topiclake.console import register_decoder
 from topiclake.console.render import formats, show
 from topiclake.console.sampler import Sampler
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
-from topiclake.platform.table_info import classify, describe_table
+from topiclake.platform.log.table_info import classify, describe_table
 
 
 def test_show_renders_text_pretty_json_hex_and_falls_back() -> None:

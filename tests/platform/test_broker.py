@@ -22,7 +22,7 @@ from topiclake.errors import (
     TopicNotFound,
 )
 from topiclake.platform import Broker, BrokerConfig, ProducerInfo, Record, Storage, partition_for_key
-from topiclake.platform.topic_log import partition_app_id
+from topiclake.platform.log.topic_log import partition_app_id
 from topiclake.schemas import TOPIC_SCHEMA
 
 

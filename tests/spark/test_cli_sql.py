@@ -27,7 +27,7 @@ from topiclake.cli.sql import split_statements
 from topiclake.errors import SqlError
 from topiclake.platform import Broker, BrokerConfig, Record
 from topiclake.platform.storage import Storage
-from topiclake.spark._catalog_sql import error_summary
+from topiclake.spark.catalog_sql import error_summary
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 

@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from topiclake.jobs import compact
-from topiclake.jobs._common import human_bytes
+from topiclake.jobs.common import human_bytes
 
 # Each request is one commit and one file of 5 records (~3.4 KB); a segment of 600 bytes is sealed after a
 # few requests (4 with these records): 12 rounds give every partition three segments of several files.

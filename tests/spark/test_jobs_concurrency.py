@@ -17,8 +17,8 @@ from deltalake.exceptions import DeltaError
 from pyspark.sql import SparkSession
 
 from topiclake.jobs import compact, compact_keys, reprocess, retention, vacuum
-from topiclake.jobs._common import retry_conflicts
 from topiclake.jobs._tables import new_tag, rewrite_segments
+from topiclake.jobs.common import retry_conflicts
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 
 TOPIC = "live"
@@ -194,7 +194,7 @@ def test_a_commit_that_loses_a_conflict_is_retried(
             if racer:
                 racer.join()
 
-    with caplog.at_level(logging.WARNING, logger="topiclake.jobs._common"):
+    with caplog.at_level(logging.WARNING, logger="topiclake.jobs.common"):
         _, retries = retry_conflicts(compact_segment, topic="orders", what="test rewrite", base_delay_s=0.1)
     assert retries == 1 and len(attempts) == 2
     assert "test rewrite lost against a concurrent commit (" in caplog.text

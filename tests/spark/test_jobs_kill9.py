@@ -19,7 +19,7 @@ from _jobs_support import make_topic, rounds, table_rows
 from deltalake import DeltaTable
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
-from topiclake.platform.leases import active_leases
+from topiclake.platform.storage.leases import active_leases
 
 CONFIGS: dict[str, str | int] = {"segment.bytes": "600", "retention.ms": "-1"}
 

@@ -14,8 +14,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from topiclake.platform import Broker, BrokerConfig, Record
+from topiclake.platform.log.topic_log import partition_app_id
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_log import partition_app_id
 from topiclake.schemas.offsets import OFFSETS_SCHEMA, OFFSETS_TABLE
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "consuming.md"

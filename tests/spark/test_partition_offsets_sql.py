@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from topiclake.jobs import retention
 from topiclake.platform import Broker, BrokerConfig, Record
-from topiclake.platform.partition_offsets import recorded_partition_offsets
+from topiclake.platform.log.partition_offsets import recorded_partition_offsets
 from topiclake.platform.storage import Storage
 from topiclake.spark.catalog import register_tables
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from s3_harness import S3Warehouse
 
 from topiclake.platform import LogLease, Storage
-from topiclake.platform.leases import active_leases
+from topiclake.platform.storage.leases import active_leases
 
 
 def test_a_lease_on_s3_is_seen_while_held_and_gone_after(s3: S3Warehouse) -> None:

@@ -8,7 +8,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from topiclake.platform._sigv4 import object_path, sign
+from topiclake.platform.storage._sigv4 import object_path, sign
 
 
 def test_signature_matches_botocore() -> None:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from topiclake.api.errors import HTTPError
 from topiclake.platform import Broker
-from topiclake.platform.group_coordinator import GroupCoordinator
+from topiclake.platform.groups.group_coordinator import GroupCoordinator
 
 TopicPartition = tuple[str, int]
 

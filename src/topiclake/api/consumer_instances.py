@@ -45,7 +45,7 @@ from topiclake.api._instance_membership import InstanceMembership
 from topiclake.api._instance_reads import InstanceReads
 from topiclake.api.errors import HTTPError
 from topiclake.platform import Broker
-from topiclake.platform.group_coordinator import GroupCoordinator
+from topiclake.platform.groups.group_coordinator import GroupCoordinator
 
 logger = logging.getLogger(__name__)
 

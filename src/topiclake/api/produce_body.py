@@ -13,8 +13,8 @@ import orjson
 from topiclake.api import codec
 from topiclake.errors import InvalidRecord
 from topiclake.platform import ProducerInfo, RecordResult
+from topiclake.platform.log.rows import Rows
 from topiclake.platform.produce_rows import PendingProduce
-from topiclake.platform.rows import Rows
 
 
 def rows_from_json(

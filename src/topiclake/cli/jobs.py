@@ -20,9 +20,9 @@ from topiclake.cli._app import app, configure_logging, parse_timestamp
 if TYPE_CHECKING:
     from rich.progress import Progress as RichBar
 
-    from topiclake.jobs._common import JobConfig, JobResult, Progress
+    from topiclake.jobs.common import JobConfig, JobResult, Progress
 
-#: As ``topiclake.jobs._common.DEFAULT_WAREHOUSE`` (the jobs package is imported only when a job runs).
+#: As ``topiclake.jobs.common.DEFAULT_WAREHOUSE`` (the jobs package is imported only when a job runs).
 DEFAULT_WAREHOUSE = "./data"
 
 jobs_app = typer.Typer(
@@ -86,7 +86,7 @@ LogLevel = Annotated[
 
 
 class _Bar:
-    """The jobs' :class:`~topiclake.jobs._common.Progress` as a rich progress bar."""
+    """The jobs' :class:`~topiclake.jobs.common.Progress` as a rich progress bar."""
 
     def __init__(self, bar: RichBar) -> None:
         self._bar = bar
@@ -132,7 +132,7 @@ def _run(
 ) -> None:
     from rich.console import Console
 
-    from topiclake.jobs._common import start_spark
+    from topiclake.jobs.common import start_spark
 
     configure_logging(log_level)
     config.check()  # unknown topics, partitions, transformations: before the JVM starts
@@ -154,7 +154,7 @@ def _run(
 def _common(
     warehouse: str, topic: list[str], master: str | None, storage_option: list[str] | None
 ) -> dict[str, Any]:
-    from topiclake.jobs._common import parse_pairs
+    from topiclake.jobs.common import parse_pairs
 
     return {
         "warehouse": warehouse,

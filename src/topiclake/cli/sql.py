@@ -127,7 +127,7 @@ def _read_statements(query: str | None, file: str | None) -> list[str]:
 
 def _spark_error(exc: BaseException, context: str) -> SqlError:
     """The first line of a Spark or JVM error, without the Java stack trace."""
-    from topiclake.spark._catalog_sql import error_summary
+    from topiclake.spark.catalog_sql import error_summary
 
     java = getattr(exc, "java_exception", None)
     first = error_summary(str(java if java is not None else exc)) or type(exc).__name__

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 
 from topiclake.errors import StorageError
 from topiclake.platform import Storage
-from topiclake.platform.table_info import JobRun, job_runs, open_topic_table, read_history, update
+from topiclake.platform.log.table_info import JobRun, job_runs, open_topic_table, read_history, update
 
 logger = logging.getLogger(__name__)
 

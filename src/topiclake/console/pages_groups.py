@@ -11,7 +11,7 @@ from topiclake.console import access
 from topiclake.console.common import BrokerDep, SamplerDep, is_htmx, page
 from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker
-from topiclake.platform.group_coordinator import ResetPlanEntry, ResetTo
+from topiclake.platform.groups.group_coordinator import ResetPlanEntry, ResetTo
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 

@@ -22,7 +22,7 @@ from prometheus_client import Counter
 from topiclake.console.jobs_seen import JobsSeen
 from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker
-from topiclake.platform.table_info import JobRun
+from topiclake.platform.log.table_info import JobRun
 
 logger = logging.getLogger(__name__)
 

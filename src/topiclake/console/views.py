@@ -1,7 +1,7 @@
 """What the cluster, topic and job pages show, gathered from the broker (no HTTP here, no templates).
 
 Brokers and leaders come only from :meth:`Broker.metadata`; offsets from :meth:`Broker.list_offsets`; the
-Delta side from :mod:`topiclake.platform.table_info`; rates and lag history from the :class:`Sampler`.
+Delta side from :mod:`topiclake.platform.log.table_info`; rates and lag history from the :class:`Sampler`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from topiclake.console.sampler import Sampler
 from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker, TopicInfo
+from topiclake.platform.catalog.topic_config import DEFAULTS
 from topiclake.platform.cluster import ClusterMetadata, PartitionState
-from topiclake.platform.table_info import JOB_KINDS, JobRun, TableDescription, describe_table
-from topiclake.platform.topic_config import DEFAULTS
+from topiclake.platform.log.table_info import JOB_KINDS, JobRun, TableDescription, describe_table
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What a Spark job reports: per-topic and per-job results (with their summaries) and progress.
 
-Split from :mod:`topiclake.jobs._common`, which re-exports these names.
+Split from :mod:`topiclake.jobs.common`, which re-exports these names.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from topiclake.errors import TopiclakeError
 from topiclake.platform.catalog import TopicCatalog
 from topiclake.platform.storage import Storage
 
-logger = logging.getLogger("topiclake.jobs._common")  # as before the split
+logger = logging.getLogger("topiclake.jobs.common")  # as before the split
 
 
 @dataclass
@@ -53,10 +53,10 @@ class TopicResult:
     def record_end(self, storage: Storage, topic: str, partitions: int) -> None:
         """Fill in files, bytes and log start offsets of the topic table as it is now, and record both ends
         of every partition in ``_system/partition_offsets`` (what SQL's lag needs once retention emptied a
-        partition; :mod:`topiclake.platform.partition_offsets`)."""
+        partition; :mod:`topiclake.platform.log.partition_offsets`)."""
         from topiclake.jobs._tables import end_state
-        from topiclake.platform.partition_offsets import record_partition_offsets
-        from topiclake.platform.topic_log import partition_app_id
+        from topiclake.platform.log.partition_offsets import record_partition_offsets
+        from topiclake.platform.log.topic_log import partition_app_id
 
         self.files_after, self.bytes_after, self.log_start_offsets = end_state(storage, topic, partitions)
         try:

@@ -16,9 +16,9 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from topiclake.errors import StorageError
-from topiclake.platform.file_index import DataFile, FileIndex, build_index
+from topiclake.platform.log.file_index import DataFile, FileIndex, build_index
+from topiclake.platform.log.topic_log import partition_app_id
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_log import partition_app_id
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

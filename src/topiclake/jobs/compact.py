@@ -25,7 +25,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from topiclake.errors import InvalidRequest
-from topiclake.jobs._common import (
+from topiclake.jobs._tables import (
+    commit_metrics,
+    load_index,
+    new_tag,
+    rewrite_segments,
+    segment_predicate,
+    segments_of,
+    size_of,
+    spark_path,
+    target_file_count,
+)
+from topiclake.jobs.common import (
     JobConfig,
     JobResult,
     LogProgress,
@@ -40,18 +51,7 @@ from topiclake.jobs._common import (
     topic_infos,
     topic_lease,
 )
-from topiclake.jobs._tables import (
-    commit_metrics,
-    load_index,
-    new_tag,
-    rewrite_segments,
-    segment_predicate,
-    segments_of,
-    size_of,
-    spark_path,
-    target_file_count,
-)
-from topiclake.platform.file_index import DataFile, FileIndex
+from topiclake.platform.log.file_index import DataFile, FileIndex
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -29,7 +29,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from topiclake.jobs._common import (
+from topiclake.jobs._tables import (
+    commit_metrics,
+    load_index,
+    new_tag,
+    rewrite_segments,
+    segment_predicate,
+    segments_of,
+    size_of,
+    spark_path,
+)
+from topiclake.jobs.common import (
     JobConfig,
     JobResult,
     LogProgress,
@@ -42,20 +52,10 @@ from topiclake.jobs._common import (
     topic_infos,
     topic_lease,
 )
-from topiclake.jobs._tables import (
-    commit_metrics,
-    load_index,
-    new_tag,
-    rewrite_segments,
-    segment_predicate,
-    segments_of,
-    size_of,
-    spark_path,
-)
 from topiclake.jobs.compact import DEFAULT_TARGET_FILE_BYTES
-from topiclake.platform.file_index import FileIndex
+from topiclake.platform.catalog.topic_config import TopicConfig
+from topiclake.platform.log.file_index import FileIndex
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_config import TopicConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

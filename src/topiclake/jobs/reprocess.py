@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING, Any
 from deltalake.exceptions import DeltaError
 
 from topiclake.errors import InvalidRequest, StorageError
-from topiclake.jobs._common import (
+from topiclake.jobs._tables import (
+    load_index,
+    log_start_offsets,
+    new_tag,
+    open_table,
+    size_of,
+    spark_path,
+)
+from topiclake.jobs.common import (
     JobConfig,
     JobResult,
     LogProgress,
@@ -51,17 +59,9 @@ from topiclake.jobs._common import (
     topic_infos,
     topic_lease,
 )
-from topiclake.jobs._tables import (
-    load_index,
-    log_start_offsets,
-    new_tag,
-    open_table,
-    size_of,
-    spark_path,
-)
+from topiclake.platform.log.topic_log import partition_app_id
+from topiclake.platform.log.topic_writer import writer_app_id
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_log import partition_app_id
-from topiclake.platform.topic_writer import writer_app_id
 from topiclake.schemas import KAFKA_COLUMNS
 
 if TYPE_CHECKING:

@@ -29,7 +29,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from topiclake.jobs._common import (
+from topiclake.jobs._tables import (
+    load_index,
+    segment_predicate,
+    segments_of,
+    size_of,
+    sql_table,
+)
+from topiclake.jobs.common import (
     JobConfig,
     JobResult,
     LogProgress,
@@ -42,16 +49,9 @@ from topiclake.jobs._common import (
     topic_infos,
     topic_lease,
 )
-from topiclake.jobs._tables import (
-    load_index,
-    segment_predicate,
-    segments_of,
-    size_of,
-    sql_table,
-)
 from topiclake.jobs.vacuum import DEFAULT_RETENTION_HOURS, check_hours, check_window, hours, vacuum_topic
-from topiclake.platform.file_index import DataFile, FileIndex
-from topiclake.platform.topic_config import TopicConfig
+from topiclake.platform.catalog.topic_config import TopicConfig
+from topiclake.platform.log.file_index import DataFile, FileIndex
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

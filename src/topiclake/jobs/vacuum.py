@@ -33,7 +33,13 @@ import pyarrow.fs as pafs
 from deltalake.exceptions import DeltaError
 
 from topiclake.errors import InvalidRequest
-from topiclake.jobs._common import (
+from topiclake.jobs._tables import (
+    load_index,
+    open_table,
+    size_of,
+    sql_table,
+)
+from topiclake.jobs.common import (
     JobConfig,
     JobResult,
     LogProgress,
@@ -44,14 +50,8 @@ from topiclake.jobs._common import (
     topic_infos,
     topic_lease,
 )
-from topiclake.jobs._tables import (
-    load_index,
-    open_table,
-    size_of,
-    sql_table,
-)
-from topiclake.platform.leases import LogLease, active_leases
 from topiclake.platform.storage import Storage
+from topiclake.platform.storage.leases import LogLease, active_leases
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

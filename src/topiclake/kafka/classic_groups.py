@@ -3,8 +3,8 @@
 The client's leader computes the assignment with its own assignor; the broker only relays opaque member
 metadata and assignment bytes, as Kafka's GroupCoordinator does. State lives on the listener's event loop
 (no locks). Committed offsets are not kept here: they go to the broker's
-:class:`~topiclake.platform.group_coordinator.GroupCoordinator` and its offsets table, the same ones HTTP
-groups use, and a group id is one namespace: a group that has HTTP members refuses Kafka members and
+:class:`~topiclake.platform.groups.GroupCoordinator` and its offsets table, the same ones HTTP groups
+use, and a group id is one namespace: a group that has HTTP members refuses Kafka members and
 the other way round (:meth:`ClassicGroups.active` is the coordinator's ``foreign_groups`` hook).
 """
 

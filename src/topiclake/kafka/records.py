@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from topiclake.platform.rows import Rows
+from topiclake.platform.log.rows import Rows
 from topiclake.schemas import LOG_APPEND_TIME
 
 _BATCH_HEAD = struct.Struct(">qiib")  # base offset, batch length, partition leader epoch, magic
@@ -79,7 +79,7 @@ def decode(data: bytes) -> list[DecodedBatch]:
 
 @dataclass(frozen=True)
 class DecodedRows:
-    """One produced batch as lists (:class:`~topiclake.platform.rows.Rows`): what the hot path queues."""
+    """One produced batch as lists (:class:`~topiclake.platform.log.rows.Rows`): what the hot path queues."""
 
     rows: Rows
     producer_id: int

@@ -14,17 +14,17 @@ import pyarrow as pa
 from topiclake.errors import TopiclakeError
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicCatalog, TopicInfo
+from topiclake.platform.catalog.topic_config import TopicConfig
 from topiclake.platform.cluster.metadata import Endpoint
 from topiclake.platform.cluster.node import ClusterNode
 from topiclake.platform.cluster.router import Router
 from topiclake.platform.cluster.routing import Forwarder
 from topiclake.platform.config import BrokerConfig
-from topiclake.platform.group_coordinator import GroupCoordinator
-from topiclake.platform.maintenance import Maintenance
+from topiclake.platform.groups.group_coordinator import GroupCoordinator
+from topiclake.platform.log.maintenance import Maintenance
+from topiclake.platform.log.topic_log import TopicLog
 from topiclake.platform.partitioner import Partitioner
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_config import TopicConfig
-from topiclake.platform.topic_log import TopicLog
 
 
 class BrokerBase:

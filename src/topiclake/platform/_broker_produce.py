@@ -15,9 +15,11 @@ import pyarrow.compute as pc
 
 from topiclake.errors import InvalidRecord, PartitionNotFound, RecordTooLarge, RequestTimedOut, TopiclakeError
 from topiclake.platform._broker_base import BrokerBase
-from topiclake.platform.append_handle import results_of
 from topiclake.platform.cluster.metadata import BrokerEndpoint
 from topiclake.platform.cluster.routing import Forwarder
+from topiclake.platform.log.append_handle import results_of
+from topiclake.platform.log.rows import Rows, check
+from topiclake.platform.log.topic_log import AppendHandle, TopicLog
 from topiclake.platform.records import (
     INPUT_SCHEMA,
     ProducerInfo,
@@ -26,8 +28,6 @@ from topiclake.platform.records import (
     normalize_acks,
     records_to_arrow,
 )
-from topiclake.platform.rows import Rows, check
-from topiclake.platform.topic_log import AppendHandle, TopicLog
 
 logger = logging.getLogger("topiclake.platform.broker")  # one logger for all parts of the broker
 _T = TypeVar("_T")

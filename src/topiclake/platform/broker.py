@@ -25,20 +25,20 @@ from topiclake.platform._broker_cluster import BrokerCluster
 from topiclake.platform._broker_produce import BrokerProduce
 from topiclake.platform.budget import MemoryBudget
 from topiclake.platform.catalog import TopicCatalog, TopicInfo
+from topiclake.platform.catalog.topic_config import TopicConfig
 from topiclake.platform.cluster.metadata import Endpoint
 from topiclake.platform.cluster.node import ClusterNode
 from topiclake.platform.cluster.router import Router
 from topiclake.platform.cluster.routing import Forwarder
 from topiclake.platform.config import BrokerConfig
-from topiclake.platform.file_cache import SmallFileCache
-from topiclake.platform.group_coordinator import GroupCoordinator
-from topiclake.platform.maintenance import Maintenance
+from topiclake.platform.groups.group_coordinator import GroupCoordinator
+from topiclake.platform.groups.topic_view import OffsetSpec
+from topiclake.platform.log.file_cache import SmallFileCache
+from topiclake.platform.log.maintenance import Maintenance
+from topiclake.platform.log.topic_log import TopicLog
 from topiclake.platform.partitioner import Partitioner
 from topiclake.platform.records import FetchResult
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_config import TopicConfig
-from topiclake.platform.topic_log import TopicLog
-from topiclake.platform.topic_view import OffsetSpec
 
 logger = logging.getLogger(__name__)
 

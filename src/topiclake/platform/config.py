@@ -36,7 +36,7 @@ class BrokerConfig(BaseModel):
         64 * 1024 * 1024,
         ge=0,
         description="Decoded small data files (<= 256 KiB) kept in memory per broker for fetches that "
-        "re-read history (0: off); see platform/file_cache.py.",
+        "re-read history (0: off); see platform/log/file_cache.py.",
     )
     commit_attempts: int = Field(
         20, ge=1, description="How often one flush is tried against conflicting or failing commits."

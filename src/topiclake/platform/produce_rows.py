@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from topiclake.errors import PartitionNotFound, RequestTimedOut
-from topiclake.platform.append_handle import AppendHandle, results_of
+from topiclake.platform.log.append_handle import AppendHandle, results_of
+from topiclake.platform.log.rows import Rows, check
 from topiclake.platform.records import ProducerInfo, RecordResult, normalize_acks
-from topiclake.platform.rows import Rows, check
 
 if TYPE_CHECKING:
     from topiclake.platform.broker import Broker

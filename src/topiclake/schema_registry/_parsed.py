@@ -1,6 +1,6 @@
 """The base of the parsed schemas: :class:`ParsedSchema`, :class:`Reference` and the schema types.
 
-The format modules (``_avro``, ``_jsonschema``, ``_protobuf``) subclass :class:`ParsedSchema` from here, and
+The format modules (``_avro``, ``_jsonschema``, ``protobuf``) subclass :class:`ParsedSchema` from here, and
 :mod:`.formats` dispatches to them; so no format module imports :mod:`.formats` back (it re-exports these).
 """
 

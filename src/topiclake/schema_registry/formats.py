@@ -36,7 +36,7 @@ def parse(schema_type: str, text: str, references: Sequence[tuple[str, str]] = (
 
         return JsonSchema.parse(text, references)
     if schema_type == "PROTOBUF":
-        from topiclake.schema_registry._protobuf import ProtobufSchema
+        from topiclake.schema_registry.protobuf import ProtobufSchema
 
         return ProtobufSchema.parse(text, references)
     raise InvalidSchema(f"Invalid schema type {schema_type!r}: use one of {', '.join(SCHEMA_TYPES)}")

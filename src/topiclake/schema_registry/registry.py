@@ -28,7 +28,7 @@ from topiclake.errors import (
     SubjectSoftDeleted,
 )
 from topiclake.platform.storage import Storage
-from topiclake.schema_registry import _rules, compatibility
+from topiclake.schema_registry import compatibility, rules
 from topiclake.schema_registry.formats import SCHEMA_TYPES, ParsedSchema, Reference, parse
 from topiclake.schema_registry.store import RegistryState, SchemaStore, StoredSchema, row
 
@@ -89,9 +89,9 @@ class SchemaRegistry:
         stype = "AVRO" if schema_type in (None, "") else str(schema_type).upper()
         if stype not in SCHEMA_TYPES:
             raise InvalidSchema(f"Invalid schema type {schema_type!r}: use one of {', '.join(SCHEMA_TYPES)}")
-        refs = _rules.references(references)
+        refs = rules.references(references)
         state = self.store.state()
-        resolved = _rules.resolve(state, refs, set())
+        resolved = rules.resolve(state, refs, set())
         return parse(stype, schema, resolved), refs
 
     def schema_by_id(self, schema_id: int) -> StoredSchema:
@@ -110,7 +110,7 @@ class SchemaRegistry:
             return hit
         stored = self.schema_by_id(schema_id)
         state = self.store.state()
-        result = parse(stored.schema_type, stored.schema, _rules.resolve(state, stored.references, set()))
+        result = parse(stored.schema_type, stored.schema, rules.resolve(state, stored.references, set()))
         self._parsed[schema_id] = result
         return result
 
@@ -142,7 +142,7 @@ class SchemaRegistry:
         Raises:
             SubjectNotFound: it has no live version (no version at all with ``deleted``).
         """
-        entries = _rules.entries(self.store.state(), subject, deleted)
+        entries = rules.entries(self.store.state(), subject, deleted)
         return [v.version for v in entries]
 
     def get_version(self, subject: str, version: str | int, deleted: bool = False) -> RegisteredVersion:
@@ -151,9 +151,9 @@ class SchemaRegistry:
         Raises:
             SubjectNotFound, SchemaVersionNotFound, InvalidSchemaVersion.
         """
-        wanted = _rules.parse_version(version)
+        wanted = rules.parse_version(version)
         state = self.store.state()
-        entries = _rules.entries(state, subject, deleted)
+        entries = rules.entries(state, subject, deleted)
         if wanted is None:
             live = [v for v in entries if not v.deleted]
             if not live:
@@ -180,7 +180,7 @@ class SchemaRegistry:
             SubjectNotFound, SchemaNotFound, InvalidSchema.
         """
         state = self.store.state(fresh=True)
-        entries = _rules.entries(state, subject, deleted)
+        entries = rules.entries(state, subject, deleted)
         parsed, refs = self.parse_new(schema, schema_type, references)
         for entry in reversed(entries):
             stored = state.schemas[entry.schema_id]
@@ -209,7 +209,7 @@ class SchemaRegistry:
 
         def compute(state: RegistryState) -> list[dict[str, Any]]:
             result.clear()
-            if _rules.mode(state, subject) == "READONLY":
+            if rules.mode(state, subject) == "READONLY":
                 raise OperationNotPermitted(f"Subject {subject} is in read-only mode", subject=subject)
             versions = state.subjects.get(subject, {})
             live = sorted((v for v in versions.values() if not v.deleted), key=lambda v: v.version)
@@ -218,7 +218,7 @@ class SchemaRegistry:
                 if stored.references == refs and self._same(state, stored, parsed):
                     result["id"] = stored.schema_id
                     return []
-            level = _rules.level(state, subject)
+            level = rules.level(state, subject)
             earlier = [(v.version, self._parse_stored(state, state.schemas[v.schema_id])) for v in live]
             reasons = compatibility.check(level, parsed, earlier)
             if reasons:
@@ -267,7 +267,7 @@ class SchemaRegistry:
         the level asks for); empty when it is."""
         parsed, _refs = self.parse_new(schema, schema_type, references)
         state = self.store.state(fresh=True)
-        level = _rules.level(state, subject)
+        level = rules.level(state, subject)
         if version is None:
             live = [v for v in state.subjects.get(subject, {}).values() if not v.deleted]
             earlier = [(v.version, self._parse_stored(state, state.schemas[v.schema_id])) for v in live]
@@ -279,12 +279,12 @@ class SchemaRegistry:
 
     def delete_version(self, subject: str, version: str | int, permanent: bool = False) -> int:
         """Soft-delete a version, or delete a soft-deleted one permanently; returns its number."""
-        wanted = _rules.parse_version(version)
+        wanted = rules.parse_version(version)
         result: dict[str, int] = {}
 
         def compute(state: RegistryState) -> list[dict[str, Any]]:
             self._writable(state, subject)
-            entries = _rules.entries(state, subject, deleted=True)
+            entries = rules.entries(state, subject, deleted=True)
             if wanted is None:
                 live = [v for v in entries if not v.deleted]
                 if not live:
@@ -297,7 +297,7 @@ class SchemaRegistry:
                         f"Version {wanted} not found.", subject=subject, version=wanted
                     )
                 entry = found
-            _rules.not_referenced(state, subject, entry)
+            rules.not_referenced(state, subject, entry)
             result["version"] = entry.version
             if permanent:
                 if not entry.deleted:
@@ -325,10 +325,10 @@ class SchemaRegistry:
         def compute(state: RegistryState) -> list[dict[str, Any]]:
             result.clear()
             self._writable(state, subject)
-            entries = _rules.entries(state, subject, deleted=True)
+            entries = rules.entries(state, subject, deleted=True)
             live = [v for v in entries if not v.deleted]
             for entry in entries:
-                _rules.not_referenced(state, subject, entry)
+                rules.not_referenced(state, subject, entry)
             result.extend(v.version for v in entries if permanent or not v.deleted)
             if permanent:
                 if live:
@@ -387,7 +387,7 @@ class SchemaRegistry:
 
     def get_mode(self, subject: str | None = None) -> str:
         """The mode of a subject (else the global one), READWRITE by default."""
-        return _rules.mode(self.store.state(), subject)
+        return rules.mode(self.store.state(), subject)
 
     def set_mode(self, subject: str | None, mode: object) -> str:
         """Set the mode of a subject (or the global one); returns it."""
@@ -402,7 +402,7 @@ class SchemaRegistry:
     def _parse_stored(self, state: RegistryState, stored: StoredSchema) -> ParsedSchema:
         hit = self._parsed.get(stored.schema_id)
         if hit is None:
-            hit = parse(stored.schema_type, stored.schema, _rules.resolve(state, stored.references, set()))
+            hit = parse(stored.schema_type, stored.schema, rules.resolve(state, stored.references, set()))
             self._parsed[stored.schema_id] = hit
         return hit
 
@@ -415,5 +415,5 @@ class SchemaRegistry:
         return self._parse_stored(state, stored).canonical == parsed.canonical
 
     def _writable(self, state: RegistryState, subject: str) -> None:
-        if _rules.mode(state, subject) == "READONLY":
+        if rules.mode(state, subject) == "READONLY":
             raise OperationNotPermitted(f"Subject {subject} is in read-only mode", subject=subject)

@@ -11,10 +11,10 @@ from typing import Any, Final
 import pyarrow as pa
 
 from topiclake.errors import InvalidRequest, RecordSchemaMismatch, SchemaNotFound
-from topiclake.platform.topic_config import TopicConfig
+from topiclake.platform.catalog.topic_config import TopicConfig
 from topiclake.schema_registry._avro import AvroSchema
 from topiclake.schema_registry._jsonschema import JsonSchema
-from topiclake.schema_registry._protobuf import ProtobufSchema
+from topiclake.schema_registry.protobuf import ProtobufSchema
 from topiclake.schema_registry.registry import SchemaRegistry
 from topiclake.schema_registry.wire import decode_wire, encode_wire, schema_id_of
 

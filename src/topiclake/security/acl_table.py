@@ -17,8 +17,8 @@ import pyarrow as pa
 from deltalake import CommitProperties, Transaction, write_deltalake
 
 from topiclake.errors import CommitConflict, StorageError
+from topiclake.platform.catalog.system_table import FOREIGN_ERRORS, SmallSystemTable
 from topiclake.platform.storage import Storage
-from topiclake.platform.system_table import FOREIGN_ERRORS, SmallSystemTable
 from topiclake.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from topiclake.errors import SqlError
-from topiclake.spark._catalog_sql import error_summary
+from topiclake.spark.catalog_sql import error_summary
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -4,14 +4,14 @@ A topic table's rows give the ends of a partition that still has records (``min(
 ``max(offset) + 1``). A partition whose records were all removed has no row to take them from; its end
 is the high watermark, a Delta ``txn`` action SQL cannot read. Two lower bounds of the ends fill in:
 the ends recorded in ``_system/partition_offsets`` by whatever removed records
-(:mod:`topiclake.platform.partition_offsets`), and the high watermarks read with delta-rs when the view
+(:mod:`topiclake.platform.log.partition_offsets`), and the high watermarks read with delta-rs when the view
 was (re)created. Offsets only grow, so a lower bound stays one: the log start is the rows' smallest
 offset, or the largest known start when no row is left, and the end is the largest end known.
 """
 
 from __future__ import annotations
 
-from topiclake.spark._catalog_sql import literal
+from topiclake.spark.catalog_sql import literal
 
 #: Name of the view in the topics' database.
 ENDS_VIEW = "partition_offsets"

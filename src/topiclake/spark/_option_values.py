@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from topiclake.errors import InvalidRequest
-from topiclake.platform.topic_config import validate_topic_name
+from topiclake.platform.catalog.topic_config import validate_topic_name
 
 TopicPartition = tuple[str, int]
 

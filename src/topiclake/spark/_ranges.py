@@ -4,7 +4,7 @@
   :class:`TopicSnapshot` s: per partition the high watermark (the ``txn`` version
   ``topiclake/hwm/<topic>/<p>``, committed with the records: nothing beyond it is ever read), the log start
   (smallest offset still in the table) and the data files with their offset ranges
-  (:mod:`topiclake.platform.file_index`).
+  (:mod:`topiclake.platform.log.file_index`).
 - :class:`TopicRange` (one Spark task): offsets ``[start, end)`` of one partition and the files that can
   hold them, picklable and self-contained. :func:`read_range` reads them on an executor, sorted by offset;
   a file compacted away and vacuumed since planning makes the task list the files again from the newest
@@ -31,9 +31,9 @@ from pyspark.sql.datasource import InputPartition
 
 from topiclake.errors import DataLoss, StorageError, TopiclakeError
 from topiclake.platform.catalog import CATALOG_TABLE, TopicCatalog, TopicInfo
-from topiclake.platform.file_index import DataFile, FileIndex, build_index, read_file, read_files
+from topiclake.platform.log.file_index import DataFile, FileIndex, build_index, read_file, read_files
+from topiclake.platform.log.topic_log import partition_app_id
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_log import partition_app_id
 from topiclake.schemas import KAFKA_COLUMNS, TOPIC_SCHEMA
 from topiclake.spark._options import ReaderOptions, TopicPartition
 

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from topiclake.errors import InvalidSchema
-from topiclake.schema_registry._protobuf import ProtobufSchema
 from topiclake.schema_registry.formats import parse
-from topiclake.spark._catalog_sql import ident, literal
+from topiclake.schema_registry.protobuf import ProtobufSchema
 from topiclake.spark._protobuf_sql import message_sql
+from topiclake.spark.catalog_sql import ident, literal
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -35,7 +35,10 @@ from topiclake.errors import InvalidRequest, SqlError, TopiclakeError
 from topiclake.platform.catalog import CATALOG_TABLE
 from topiclake.schemas.offsets import OFFSETS_TABLE
 from topiclake.schemas.partition_offsets import PARTITION_OFFSETS_TABLE
-from topiclake.spark._catalog_sql import (
+from topiclake.spark._delta_read import first_line as _first_line
+from topiclake.spark._delta_read import read_delta as _read_delta
+from topiclake.spark._ends_sql import ENDS_VIEW, HISTORY_VIEW, ends_view_sql, history_view_sql
+from topiclake.spark.catalog_sql import (
     assign_names,
     ident,
     lag_view_sql,
@@ -43,9 +46,6 @@ from topiclake.spark._catalog_sql import (
     same_location,
     table_name,
 )
-from topiclake.spark._delta_read import first_line as _first_line
-from topiclake.spark._delta_read import read_delta as _read_delta
-from topiclake.spark._ends_sql import ENDS_VIEW, HISTORY_VIEW, ends_view_sql, history_view_sql
 from topiclake.spark.typed_views import register_typed_views
 
 if TYPE_CHECKING:
@@ -134,9 +134,9 @@ def _known_ends(root: str, topics: Sequence[str]) -> dict[tuple[str, int], tuple
     """Both ends of every partition of ``topics``, read with delta-rs (the high watermark is a ``txn``
     action SQL cannot see), for a local warehouse; {} elsewhere (the recorded ends still count)."""
     from topiclake.platform.catalog import TopicCatalog
-    from topiclake.platform.partition_offsets import partition_ends
+    from topiclake.platform.log.partition_offsets import partition_ends
+    from topiclake.platform.log.topic_log import partition_app_id
     from topiclake.platform.storage import Storage
-    from topiclake.platform.topic_log import partition_app_id
     from topiclake.sparkenv.session import local_warehouse
 
     if not topics or local_warehouse(root) is None:

@@ -5,7 +5,7 @@ Input columns are those of Spark's Kafka sink: ``value`` (required), ``key``, ``
 ``key`` and ``value`` may be binary or string. The ``topic`` option, when set, wins over the column.
 
 Executors only turn their rows into Arrow and send them to the driver with the task's commit message; the
-driver appends each topic's records in ONE Delta commit through :class:`~topiclake.platform.topic_writer.
+driver appends each topic's records in ONE Delta commit through :class:`~topiclake.platform.log.topic_writer.
 TopicWriter`, under the same partitioner, offsets and fencing as the gateway, so the two can write one
 topic at the same time. Exactly once: every commit carries the writer's id and a sequence number — the
 micro-batch id + 1 for a stream, ``writerVersion`` (default 1) for a batch write — and a write the table
@@ -30,8 +30,8 @@ from pyspark.sql.datasource import (
 )
 
 from topiclake.errors import InvalidRequest
+from topiclake.platform.log.topic_writer import TopicWriter, WriteResult
 from topiclake.platform.storage import Storage
-from topiclake.platform.topic_writer import TopicWriter, WriteResult
 from topiclake.schemas import HEADERS_TYPE
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ from topiclake.spark._schema import kafka_schema
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-    from topiclake.platform.offsets_store import OffsetsStore
+    from topiclake.platform.groups.offsets_store import OffsetsStore
 
 logger = logging.getLogger(__name__)
 
@@ -405,7 +405,7 @@ class TopiclakeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return
         try:
             if state.store is None:
-                from topiclake.platform.offsets_store import OffsetsStore
+                from topiclake.platform.groups.offsets_store import OffsetsStore
 
                 state.store = OffsetsStore(state.warehouse.storage, linger_ms=0)
             state.store.commit(group, {tp: (o, COMMIT_METADATA) for tp, o in offsets.items()})

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from topiclake.errors import InvalidSchema
-from topiclake.schema_registry._rules import resolve
+from topiclake.schema_registry.rules import resolve
 from topiclake.schema_registry.store import RegistryState
 from topiclake.schemas.schema_registry import SCHEMAS_TABLE
-from topiclake.spark._catalog_sql import ident, literal
 from topiclake.spark._delta_read import read_delta
 from topiclake.spark._typed_version import TypedVersion
+from topiclake.spark.catalog_sql import ident, literal
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

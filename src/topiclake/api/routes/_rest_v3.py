@@ -18,8 +18,8 @@ from starlette.responses import Response
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import negotiate, read_body, require_media
 from topiclake.platform import Broker, TopicInfo, validate_topic_name
+from topiclake.platform.catalog.topic_config import DEFAULTS
 from topiclake.platform.cluster import BrokerEndpoint, PartitionState
-from topiclake.platform.topic_config import DEFAULTS
 from topiclake.settings import GatewaySettings
 
 JSON = "application/json"

@@ -16,13 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from topiclake.api.auth import AccessDep
 from topiclake.api.errors import HTTPError
 from topiclake.errors import GroupNotFound
-from topiclake.platform.group_coordinator import (
+from topiclake.platform.groups.group_coordinator import (
     GroupCoordinator,
     GroupDescription,
     PartitionLag,
     ResetPlanEntry,
 )
-from topiclake.platform.offsets_store import CommittedOffset
+from topiclake.platform.groups.offsets_store import CommittedOffset
 from topiclake.security import Operation, ResourceType
 
 router = APIRouter(prefix="/v1", tags=["groups"])

@@ -46,7 +46,7 @@ from topiclake.api.routes._rest_v3 import partition_id as _partition_id
 from topiclake.api.routes._rest_v3 import topic_body as _topic
 from topiclake.platform import Broker, TopicConfig, TopicInfo, validate_topic_name
 from topiclake.platform.catalog import MAX_PARTITIONS
-from topiclake.platform.topic_config import CONFIG_NAMES
+from topiclake.platform.catalog.topic_config import CONFIG_NAMES
 from topiclake.security import Operation
 
 router = APIRouter(prefix="/v3", tags=["kafka-rest-v3"])

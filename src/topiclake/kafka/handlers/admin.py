@@ -8,7 +8,7 @@ from topiclake.errors import TopiclakeError
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import Context
-from topiclake.platform.topic_config import DEFAULTS
+from topiclake.platform.catalog.topic_config import DEFAULTS
 
 TOPIC = 2
 BROKER = 4

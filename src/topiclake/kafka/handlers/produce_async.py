@@ -22,7 +22,7 @@ from topiclake.kafka import errors as kerr
 from topiclake.kafka import records
 from topiclake.kafka.context import Context
 from topiclake.platform import Broker, ProducerInfo, produce_rows
-from topiclake.platform.append_handle import AppendHandle
+from topiclake.platform.log.append_handle import AppendHandle
 from topiclake.platform.records import now_ms
 
 logger = logging.getLogger(__name__)

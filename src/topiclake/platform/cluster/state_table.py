@@ -21,9 +21,9 @@ import pyarrow as pa
 from deltalake import CommitProperties, Transaction, write_deltalake
 
 from topiclake.errors import StorageError
+from topiclake.platform.catalog.system_table import FOREIGN_ERRORS, SmallSystemTable
 from topiclake.platform.cluster.metadata import PartitionState
 from topiclake.platform.storage import Storage
-from topiclake.platform.system_table import FOREIGN_ERRORS, SmallSystemTable
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,162 @@
+"""A topic log's read side: the file index, offsets, fetch (with long-poll) and time lookups.
+
+Split from :mod:`.topic_log`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from topiclake.errors import OffsetOutOfRange, StorageError
+from topiclake.platform.log._base import FOREIGN_ERRORS, LogBase
+from topiclake.platform.log.file_index import DataFile, FileIndex, build_index, read_file, read_files
+from topiclake.platform.log.tail_cache import bounded_concat
+from topiclake.platform.records import FetchResult
+from topiclake.schemas import TOPIC_SCHEMA
+
+logger = logging.getLogger("topiclake.platform.log.topic_log")  # one logger for all parts of the log
+
+
+class LogReads(LogBase):
+    """Read committed records."""
+
+    # ------------------------------------------------------------------ read
+
+    def _refresh_index(self, force: bool = False, min_version: int | None = None) -> FileIndex:
+        with self._index_lock:
+            index = self._index
+            if force or index is None or (min_version is not None and index.version < min_version):
+                self._index = index = self._build_index()
+            return index
+
+    def _build_index(self) -> FileIndex:
+        for attempt in range(3):
+            try:
+                reader = DeltaTable(self.uri, storage_options=self._storage.options())
+                return build_index(reader, self._fs)
+            except FOREIGN_ERRORS as exc:
+                # a checkpoint or log entry cleaned up while the table was being opened: open it again
+                if attempt == 2 or "not found" not in str(exc).lower():
+                    message = f"cannot index topic table {self.uri}: {exc}"
+                    raise StorageError(message, topic=self.topic) from exc
+        raise AssertionError("unreachable")
+
+    def high_watermark(self, partition: int) -> int:
+        """The end offset: one past the last committed record."""
+        return self._partition(partition).high_watermark
+
+    def log_start_offset(self, partition: int) -> int:
+        """The first offset still in the log (advanced by retention and deletion only)."""
+        part = self._partition(partition)
+        index = self._refresh_index()
+        start = index.log_start_offset(partition)
+        if start is None and part.high_watermark > 0:
+            index = self._refresh_index(min_version=self.known_version())
+            start = index.log_start_offset(partition)
+        return start if start is not None else part.high_watermark
+
+    def fetch(
+        self, partition: int, offset: int, max_records: int, max_bytes: int, wait_ms: float = 0
+    ) -> FetchResult:
+        """Committed records of a partition from ``offset`` on.
+
+        Long-polls up to ``wait_ms`` when ``offset`` is the end of the log. Returns at least one record
+        when there is one, even if it is larger than ``max_bytes``.
+
+        Raises:
+            OffsetOutOfRange: ``offset`` is below the log start or beyond the end.
+        """
+        part = self._partition(partition)
+        self._require_leader(partition)
+        if wait_ms > 0 and offset >= part.high_watermark:
+            deadline = time.monotonic() + wait_ms / 1000
+            with part.cond:
+                while part.high_watermark <= offset and not self._closing:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    part.cond.wait(remaining)
+        hwm = part.high_watermark
+        records = part.tail.read(offset, max_records, max_bytes) if 0 <= offset < hwm else None
+        start = self.log_start_offset(partition)
+        if records is None and (offset < start or offset > hwm):
+            raise OffsetOutOfRange(
+                f"offset {offset} is out of range [{start}, {hwm}] for {self.topic}-{partition}",
+                topic=self.topic,
+                partition=partition,
+                offset=offset,
+                log_start_offset=start,
+                high_watermark=hwm,
+            )
+        if records is None and offset < hwm:
+            records = self._read_table(partition, offset, max_records, max_bytes, hwm)
+        if records is None:
+            records = TOPIC_SCHEMA.empty_table()
+        else:
+            records = records.filter(pc.less(records["offset"], hwm))
+        next_offset = int(records["offset"][-1].as_py()) + 1 if records.num_rows else offset
+        return FetchResult(self.topic, partition, records, hwm, start, next_offset)
+
+    def _read_table(
+        self, partition: int, offset: int, max_records: int, max_bytes: int, hwm: int
+    ) -> pa.Table | None:
+        for attempt in range(2):
+            index = self._refresh_index(force=attempt > 0)
+            end = index.end_offset(partition)
+            if end is None or end <= offset:
+                index = self._refresh_index(min_version=self.known_version())
+            try:
+                return self._read_window(index.files_from(partition, offset), offset, max_records, max_bytes)
+            except FileNotFoundError:  # files compacted and vacuumed under a stale index
+                logger.info("topic %s partition %d: index stale, rebuilding", self.topic, partition)
+        return None
+
+    def _read_window(
+        self, candidates: list[DataFile], offset: int, max_records: int, max_bytes: int
+    ) -> pa.Table | None:
+        """Records from ``offset`` on, read from the files that can hold the next ``max_records`` offsets.
+
+        Every record below the window's end lives in a file whose first offset is below it, so the window
+        is complete even when files overlap; a window that holds nothing (a gap left by key compaction)
+        moves on to the next file.
+        """
+        start = offset
+        while candidates:
+            window_end = start + max_records
+            wanted = [f for f in candidates if f.min_offset < window_end]
+            size = 0
+            for i, f in enumerate(wanted):  # byte guard: compressed size overstates small files, so loose
+                size += f.size_bytes
+                if size >= 4 * max_bytes + 64 * 1024 and i + 1 < len(wanted):
+                    window_end = wanted[i + 1].min_offset
+                    wanted = wanted[: i + 1]
+                    break
+            table = read_files(self._fs, wanted, start, self._file_cache)
+            table = table.filter(pc.less(table["offset"], window_end))
+            if table.num_rows:
+                return bounded_concat([table], max_records, max_bytes)
+            later = [f for f in candidates if f.min_offset >= window_end]
+            if not later:
+                return None
+            start = min(f.min_offset for f in later)
+            candidates = later
+        return None
+
+    def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
+        """The earliest offset whose timestamp is >= ``timestamp_ms``, or None if there is none."""
+        self._partition(partition)
+        target_us = timestamp_ms * 1000
+        index = self._refresh_index(min_version=self.known_version())
+        for f in index.files(partition):
+            if f.max_timestamp_us is not None and f.max_timestamp_us < target_us:
+                continue
+            table = read_file(self._fs, f)
+            hit = table.filter(pc.greater_equal(pc.cast(table["timestamp"], pa.int64()), target_us))
+            if hit.num_rows:
+                return int(pc.min(hit["offset"]).as_py())
+        return None

@@ -1,0 +1,267 @@
+"""The commit path's append to a topic table on a local warehouse, without delta-rs's commit machinery.
+
+Measured with deltalake 1.6.6 on the 2-core machine (docs/decisions.md, "The local append path"): a
+delta-rs append of 16 one-record rows costs 4-5 ms on a quiet table and ~10 ms beside a busy event loop,
+of which writing the Parquet file is 0.6 ms; the rest is its commit machinery (snapshot bookkeeping,
+conflict checker, a Tokio runtime hop). A topic commit is always the same blind append, so on a local
+disk the flusher writes it directly, as the Delta protocol (reader 1, writer 2) defines it:
+
+- one Parquet file per (partition, segment), written by pyarrow without the partition columns, named
+  like delta-rs's, with the statistics delta-rs writes (``numRecords``, min/max and null counts of the
+  scalar columns; timestamps as ISO strings truncated to the millisecond, as delta-rs does);
+- one log entry ``_delta_log/<version>.json`` (``commitInfo``, ``add`` and ``txn`` actions), written to
+  a temporary file and linked to its name, which fails if the version exists: the put-if-absent every
+  Delta writer on a local disk uses, so delta-rs, Spark and this path exclude each other per version.
+
+When the version is taken, :meth:`LocalAppender.commit` reads the winning entries and raises
+:class:`LostRace` with what they hold; the caller retries at the next version unless a winner wrote the
+topic's own ``txn`` ids or changed the table's metadata or protocol (then it refreshes its snapshot and
+rebases, as after a delta-rs conflict). Readers, checkpoints, compaction and vacuum stay delta-rs's.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from topiclake import __version__
+from topiclake.platform.log.spare_files import write_new
+
+PARTITIONS_JSON = '["partition","segment"]'
+#: Columns with min/max statistics: those delta-rs gives them to (binary and nested columns get none).
+STATS_COLUMNS = ("topic", "offset", "timestamp", "timestampType", "producer_id", "producer_epoch", "sequence")
+ENGINE = f"topiclake/{__version__} (pyarrow {pa.__version__})"
+_STRING_STATS_MAX = 32  # Delta's own prefix length for string statistics; longer values get none
+
+
+@dataclass
+class Winners:
+    """What other writers committed at the versions this writer tried."""
+
+    versions: list[int] = field(default_factory=list)
+    txns: dict[str, int] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)  # paths of the files they removed
+    changed_table: bool = False  # a metaData or protocol action: the table may no longer be ours to write
+
+
+class LostRace(Exception):
+    """Another writer committed the version this writer tried; ``winners`` says what it wrote."""
+
+    def __init__(self, winners: Winners) -> None:
+        super().__init__(f"versions {winners.versions} were taken by other writers")
+        self.winners = winners
+
+
+class LocalAppender:
+    """Blind appends to one topic table in a local directory, at ``version + 1`` each time."""
+
+    def __init__(self, root: str, version: int) -> None:
+        self.root = root
+        self.log_dir = os.path.join(root, "_delta_log")
+        self.version = version  # the newest version this writer knows to exist
+        self._dirs: set[str] = set()
+
+    # ------------------------------------------------------------------ data files
+
+    def write_files(self, data: pa.Table, data_change: bool = True) -> list[dict[str, dict[str, object]]]:
+        """Write ``data`` (topic schema, partition columns included) as one Parquet file per (partition,
+        segment) and return their ``add`` actions (``data_change`` False: a rewrite of records already
+        in the table, which streaming readers skip)."""
+        groups = _groups(data)
+        now = int(time.time() * 1000)
+        return [self._write_group(key, rows, now, data_change) for key, rows in groups]
+
+    def _write_group(
+        self, key: tuple[int, int], rows: pa.Table, now: int, data_change: bool
+    ) -> dict[str, dict[str, object]]:
+        partition, segment = key
+        rel = f"partition={partition}/segment={segment}"
+        folder = os.path.join(self.root, rel)
+        if folder not in self._dirs:
+            os.makedirs(folder, exist_ok=True)
+            self._dirs.add(folder)
+        sink = pa.BufferOutputStream()  # encoded in memory, written with one call into a spare file
+        pq.write_table(rows.drop_columns(["partition", "segment"]), sink, compression="snappy")
+        encoded = sink.getvalue()
+        path = write_new(folder, "part-00000-", "-c000.snappy.parquet", memoryview(encoded))
+        add = {
+            "path": f"{rel}/{os.path.basename(path)}",
+            "partitionValues": {"partition": str(partition), "segment": str(segment)},
+            "size": encoded.size,
+            "modificationTime": now,
+            "dataChange": data_change,
+            "stats": orjson.dumps(file_stats(rows)).decode(),
+        }
+        return {"add": add}
+
+    # ------------------------------------------------------------------ log entries
+
+    def stale(self) -> bool:
+        """Whether a checkpoint newer than :attr:`version` exists: log entries after ``version`` may then
+        have been cleaned up, so a link at ``version + 1`` could succeed on a table that moved on. The
+        caller must refresh before committing. Cleanup never deletes entries newer than the latest
+        checkpoint, so while this is False every taken version still has its entry."""
+        try:
+            with open(os.path.join(self.log_dir, "_last_checkpoint"), "rb") as fh:
+                checkpoint = int(orjson.loads(fh.read())["version"])
+        except (FileNotFoundError, KeyError, ValueError, orjson.JSONDecodeError):
+            return False
+        return checkpoint > self.version
+
+    def commit(self, actions: Sequence[Mapping[str, object]]) -> int:
+        """Write ``actions`` as the log entry of ``version + 1`` and return that version.
+
+        Raises:
+            LostRace: the version exists; :attr:`version` has moved past the winners, so calling again
+                tries the next free version.
+        """
+        target = self.version + 1
+        body = b"".join(orjson.dumps(a) + b"\n" for a in actions)
+        tmp = write_new(self.log_dir, "_commit_", ".json.tmp", body)
+        try:
+            os.link(tmp, self.entry(target))
+        except FileExistsError:
+            raise LostRace(self._read_winners(target)) from None
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+            raise LostRace(self._read_winners(target)) from None
+        finally:
+            os.unlink(tmp)
+        self.version = target
+        return target
+
+    def entry(self, version: int) -> str:
+        return os.path.join(self.log_dir, f"{version:020d}.json")
+
+    def _read_winners(self, first: int) -> Winners:
+        winners = Winners()
+        version = first
+        while True:
+            try:
+                with open(self.entry(version), "rb") as fh:
+                    lines = fh.read().splitlines()
+            except FileNotFoundError:
+                break
+            for line in lines:
+                if not line.strip():
+                    continue
+                action = orjson.loads(line)
+                if "txn" in action:
+                    txn = action["txn"]
+                    winners.txns[txn["appId"]] = int(txn["version"])
+                elif "remove" in action:
+                    winners.removed.add(str(action["remove"]["path"]))
+                elif "metaData" in action or "protocol" in action:
+                    winners.changed_table = True
+            winners.versions.append(version)
+            version += 1
+        self.version = max(self.version, version - 1)
+        return winners
+
+
+def commit_info(
+    operation_metrics: dict[str, str], custom: dict[str, str], compaction: bool = False
+) -> dict[str, object]:
+    """The ``commitInfo`` action of a topic append, or of a compaction (Spark's names and metrics as
+    strings; a compaction is recorded as Delta's OPTIMIZE)."""
+    if compaction:
+        operation, parameters = "OPTIMIZE", {"predicate": "[]", "zOrderBy": "[]"}
+    else:
+        operation, parameters = "WRITE", {"mode": "Append", "partitionBy": PARTITIONS_JSON}
+    return {
+        "commitInfo": {
+            "timestamp": int(time.time() * 1000),
+            "operation": operation,
+            "operationParameters": parameters,
+            "isBlindAppend": not compaction,
+            "operationMetrics": operation_metrics,
+            "engineInfo": ENGINE,
+            "clientVersion": ENGINE,
+            **custom,
+        }
+    }
+
+
+def added_bytes(adds: Sequence[Mapping[str, Mapping[str, object]]]) -> int:
+    """The bytes of the data files that ``add`` actions add."""
+    return sum(int(str(a["add"]["size"])) for a in adds)
+
+
+def remove_action(path: str, partition: int, segment: int, size: int) -> dict[str, object]:
+    """The ``remove`` of a data file a compaction rewrote (no data change: the records stay)."""
+    return {
+        "remove": {
+            "path": path,
+            "deletionTimestamp": int(time.time() * 1000),
+            "dataChange": False,
+            "extendedFileMetadata": True,
+            "partitionValues": {"partition": str(partition), "segment": str(segment)},
+            "size": size,
+        }
+    }
+
+
+def txn_action(app_id: str, version: int, last_updated_ms: int) -> dict[str, object]:
+    return {"txn": {"appId": app_id, "version": version, "lastUpdated": last_updated_ms}}
+
+
+def file_stats(rows: pa.Table) -> dict[str, object]:
+    """Delta file statistics of ``rows`` as delta-rs writes them."""
+    mins: dict[str, object] = {}
+    maxs: dict[str, object] = {}
+    nulls: dict[str, int] = {}
+    for name in STATS_COLUMNS:
+        column = rows[name]
+        nulls[name] = column.null_count
+        if column.null_count == len(column):
+            continue
+        lo, hi = pc.min_max(column).values()
+        if pa.types.is_timestamp(column.type):
+            mins[name] = _iso_ms(lo.value)
+            maxs[name] = _iso_ms(hi.value)
+        elif pa.types.is_string(column.type):
+            low, high = lo.as_py(), hi.as_py()
+            if len(low) <= _STRING_STATS_MAX and len(high) <= _STRING_STATS_MAX:
+                mins[name], maxs[name] = low, high
+        else:
+            mins[name], maxs[name] = lo.as_py(), hi.as_py()
+    return {"numRecords": rows.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+
+def _iso_ms(micros: int) -> str:
+    """A timestamp statistic: UTC, truncated to the millisecond (as delta-rs and Spark write them)."""
+    millis = micros // 1000
+    return f"{_iso_second(millis // 1000)}.{millis % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=256)  # a commit's timestamps fall in the same few seconds
+def _iso_second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _groups(data: pa.Table) -> list[tuple[tuple[int, int], pa.Table]]:
+    """``data`` split by (partition, segment), in first-seen order (numpy: an Acero group-by and a
+    filter per group cost more than the Parquet encoding of a small commit)."""
+    parts = data["partition"].to_numpy()
+    segs = data["segment"].to_numpy()
+    if (parts == parts[0]).all() and (segs == segs[0]).all():
+        return [((int(parts[0]), int(segs[0])), data)]
+    keys = parts.astype(np.int64) << 40 | segs.astype(np.int64)
+    uniq, first = np.unique(keys, return_index=True)
+    out = []
+    for key in uniq[np.argsort(first)]:
+        rows = data.take(pa.array(np.flatnonzero(keys == key)))
+        out.append(((int(key >> 40), int(key & ((1 << 40) - 1))), rows))
+    return out

@@ -1,0 +1,196 @@
+"""The local append path (platform/log/fast_append.py): log entries delta-rs reads as its own, version races
+lost to other writers, a stale writer after cleanup, and compaction's local commit."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from topiclake.platform import Broker, BrokerConfig, Record, Storage
+from topiclake.platform.log._local_compaction import commit_rewrite
+from topiclake.platform.log.fast_append import LocalAppender, LostRace, file_stats
+from topiclake.platform.log.file_index import build_index, read_files
+
+QUIET = {"maintenance_interval_ms": 60_000}  # maintenance on (the local path needs it), idle in the test
+
+
+def _entry(uri: str, version: int) -> list[dict[str, object]]:
+    text = Path(uri, "_delta_log", f"{version:020d}.json").read_text()
+    return [json.loads(line) for line in text.splitlines() if line]
+
+
+def _written(folder: Path) -> set[str]:
+    """The data files in ``folder`` that hold something (spare files are empty: spare_files.py)."""
+    return {p.name for p in folder.iterdir() if p.stat().st_size > 0}
+
+
+def _offsets(uri: str, partition: int) -> list[int]:
+    table = DeltaTable(uri).to_pyarrow_table()
+    table = table.filter(pc.equal(table["partition"], partition))
+    return sorted(table["offset"].to_pylist())
+
+
+def test_a_local_commit_is_a_delta_commit_delta_rs_reads(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage, BrokerConfig(**QUIET)) as broker:  # type: ignore[arg-type]
+        broker.create_topic("t", partitions=2)
+        log = broker.log("t")
+        assert log._fast is not None, "a local warehouse with maintenance on commits locally"
+        records = [Record(key=f"k{i}".encode(), value=b"v" * i, headers=[("h", b"x")]) for i in range(50)]
+        results = broker.produce("t", records, acks="all")
+        assert all(r.error is None for r in results)
+        version = log.known_version()
+        assert log._dt.version() < version, "the commit did not go through delta-rs"
+        actions = _entry(log.uri, version)
+        info = actions[0]["commitInfo"]
+        assert isinstance(info, dict) and info["operation"] == "WRITE" and info["isBlindAppend"] is True
+        adds = [a["add"] for a in actions if "add" in a]
+        txns = {a["txn"]["appId"]: a["txn"]["version"] for a in actions if "txn" in a}  # type: ignore[index]
+        ends = {p: log.high_watermark(p) for p in range(2)}
+        assert txns == {f"topiclake/hwm/t/{p}": end for p, end in ends.items() if end}
+        for add in adds:
+            assert isinstance(add, dict)
+            # Parquet without partition columns, stats as delta-rs computes them from the rows
+            stored = pq.read_table(os.path.join(log.uri, str(add["path"])))
+            assert "partition" not in stored.column_names and "segment" not in stored.column_names
+            stats = json.loads(str(add["stats"]))
+            assert stats["numRecords"] == stored.num_rows
+            assert stats["minValues"]["offset"] == pc.min(stored["offset"]).as_py()
+            assert stats["maxValues"]["offset"] == pc.max(stored["offset"]).as_py()
+    dt = DeltaTable(storage.topic_uri("t"))
+    assert dt.version() == version
+    table = dt.to_pyarrow_table()
+    assert table.num_rows == 50
+    by_key = {
+        k.decode(): v for k, v in zip(table["key"].to_pylist(), table["value"].to_pylist(), strict=True)
+    }
+    assert by_key == {f"k{i}": b"v" * i for i in range(50)}
+    index = build_index(dt, storage.filesystem(storage.topic_uri("t")))  # min/max offsets from our stats
+    assert sum(f.num_records for p in index.partitions() for f in index.files(p)) == 50
+
+
+def test_stats_match_what_delta_rs_writes_for_the_same_rows(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage, BrokerConfig(**QUIET)) as broker:  # type: ignore[arg-type]
+        broker.create_topic("t", partitions=1)
+        broker.produce("t", [Record(value=b"a"), Record(value=b"b")], acks="all")
+        rows = broker.fetch("t", 0, 0, max_records=10).records
+    ours = file_stats(rows)
+    raw = str(tmp_path / "raw")
+    write_deltalake(raw, rows, partition_by=["partition", "segment"])
+    theirs = json.loads(str(_entry(raw, 0)[-1]["add"]["stats"]))  # type: ignore[index]
+    assert ours["numRecords"] == theirs["numRecords"]
+    for kind in ("minValues", "maxValues", "nullCount"):
+        mine = ours[kind]
+        assert isinstance(mine, dict)
+        assert {k: v for k, v in theirs[kind].items() if k in mine} == mine, kind
+
+
+def test_a_version_lost_to_another_writer_is_retried_at_the_next(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage, BrokerConfig(**QUIET)) as broker:  # type: ignore[arg-type]
+        broker.create_topic("t", partitions=1)
+        broker.produce("t", [Record(value=b"first")], acks="all")
+        log = broker.log("t")
+        before = log.known_version()
+        # another writer (no txn of ours: like a retention or compaction commit) takes the next version
+        foreign = DeltaTable(log.uri)
+        empty = foreign.to_pyarrow_table().schema.empty_table()
+        write_deltalake(foreign, empty, mode="append")
+        assert foreign.version() == before + 1
+        results = broker.produce("t", [Record(value=b"second")], acks="all")
+        assert results[0].error is None and results[0].offset == 1
+        assert log.known_version() == before + 2
+        assert _offsets(log.uri, 0) == [0, 1]
+
+
+def test_a_stale_writer_catches_up_when_a_checkpoint_passed_it(tmp_path: Path) -> None:
+    """Entries after our version cleaned up behind a newer checkpoint: linking at version + 1 would then
+    succeed on a table that moved on, so the appender must see it is stale."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("v", pa.int64())])
+    write_deltalake(
+        uri,
+        pa.table({"v": [0]}, schema=schema),
+        configuration={"delta.logRetentionDuration": "interval 0 seconds"},
+    )
+    appender = LocalAppender(uri, 0)
+    dt = DeltaTable(uri)
+    for i in range(1, 12):
+        write_deltalake(dt, pa.table({"v": [i]}, schema=schema), mode="append")
+    assert not appender.stale()  # no checkpoint yet: every version after 0 still has its entry
+    dt.create_checkpoint()
+    dt.cleanup_metadata()
+    assert not Path(uri, "_delta_log", f"{1:020d}.json").exists()
+    assert appender.stale()
+    appender.version = dt.version()
+    assert not appender.stale()
+
+
+def test_losing_a_race_reports_what_the_winners_wrote(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("v", pa.int64())])
+    write_deltalake(uri, pa.table({"v": [0]}, schema=schema))
+    appender = LocalAppender(uri, 0)
+    dt = DeltaTable(uri)
+    write_deltalake(dt, pa.table({"v": [1]}, schema=schema), mode="overwrite")  # removes the first file
+    try:
+        appender.commit([{"commitInfo": {"operation": "WRITE"}}])
+        raise AssertionError("version 1 was taken")
+    except LostRace as race:
+        assert race.winners.versions == [1]
+        assert race.winners.removed, "the overwrite's remove is reported"
+    assert appender.version == 1
+    assert appender.commit([{"commitInfo": {"operation": "WRITE"}}]) == 2
+
+
+def test_local_compaction_rewrites_without_data_change_and_yields_to_a_removal(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage, BrokerConfig(**QUIET)) as broker:  # type: ignore[arg-type]
+        broker.create_topic("t", partitions=1)
+        for i in range(10):
+            broker.produce("t", [Record(value=str(i).encode())], acks="all")
+        log = broker.log("t")
+        uri = log.uri
+    dt = DeltaTable(uri)
+    fs = storage.filesystem(uri)
+    files = build_index(dt, fs).files(0)
+    assert len(files) == 10
+    data = read_files(fs, files, 0)
+    assert commit_rewrite(uri, dt.version(), files, data)
+    after = DeltaTable(uri)
+    assert after.history(1)[0]["operation"] == "OPTIMIZE"
+    actions = _entry(uri, after.version())
+    assert all(a[kind]["dataChange"] is False for a in actions for kind in ("add", "remove") if kind in a)  # type: ignore[index]
+    assert len(after.file_uris()) == 1 and _offsets(uri, 0) == list(range(10))
+    # a second rewrite of the same (now removed) files, from the old snapshot: dropped, nothing left behind
+    before_files = _written(Path(uri, "partition=0", "segment=0"))
+    assert not commit_rewrite(uri, dt.version(), files, data)
+    assert _written(Path(uri, "partition=0", "segment=0")) == before_files
+    assert _offsets(uri, 0) == list(range(10))
+
+
+@pytest.mark.parametrize("local_append", [True, False], ids=["local-append", "delta-rs"])
+def test_commits_are_counted_with_their_latency_and_records_on_either_path(
+    tmp_path: Path, local_append: bool
+) -> None:
+    storage = Storage(str(tmp_path / "wh"))
+    config = BrokerConfig(local_append=local_append, linger_ms=0, **QUIET)  # type: ignore[arg-type]
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=1)
+        for i in range(3):  # acks=all one after the other: one commit each
+            broker.produce("t", [Record(value=b"a"), Record(value=str(i).encode())], acks="all")
+        log = broker.log("t")
+        assert (log._fast is not None) == local_append
+        times = log.commit_times
+    assert times.commits == 3 and times.records == 6, times
+    assert times.counts[-1] == 3 and times.counts == sorted(times.counts), times
+    assert times.sum_ms > 0
+    assert len(times.counts) == len(times.BOUNDS_MS) + 1
