@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,15 +37,19 @@ BUCKET = "sustained"
 
 class S3Stack:
     """The local S3 API server, a bucket, and the counting proxy in front of it (bench/s3_bench.py's
-    setup); both subprocesses are stopped by their pids."""
+    setup), plus a second proxy for this process's own reads (the server serves one request at a time:
+    what the benchmark asks of it is load too, counted apart). Every subprocess is stopped by its pid."""
 
     def __init__(self) -> None:
         self.server = LocalS3Server().start()
+        self.proxy: ProxyProcess | None = None
+        self.bench_proxy: ProxyProcess | None = None
         try:
             self.server.create_bucket(BUCKET)
             self.proxy = ProxyProcess(self.server.endpoint).start()
+            self.bench_proxy = ProxyProcess(self.server.endpoint).start()
         except BaseException:
-            self.server.stop()
+            self.stop()
             raise
         self.warehouse = f"s3://{BUCKET}/wh"
 
@@ -57,15 +63,28 @@ class S3Stack:
         }
 
     def gateway_env(self) -> dict[str, str]:
-        """The gateway's environment: AWS's usual variables, pointing at the proxy."""
+        """The gateway's environment: AWS's usual variables, pointing at its proxy."""
+        assert self.proxy is not None
         return self.options(self.proxy.endpoint)
 
+    def bench_options(self) -> dict[str, str]:
+        """Storage options of this process's reads, through the second proxy."""
+        assert self.bench_proxy is not None
+        return self.options(self.bench_proxy.endpoint)
+
     def requests(self) -> dict[str, int]:
-        """The gateway's requests so far, by S3 operation (the proxy's counters)."""
-        return {k: v for k, v in self.proxy.counts().items() if k != "injected_errors"}
+        """The requests so far, by S3 operation: the gateway's, and this process's as ``bench:<op>``."""
+        assert self.proxy is not None and self.bench_proxy is not None
+        out = {k: v for k, v in self.proxy.counts().items() if k != "injected_errors"}
+        for k, v in self.bench_proxy.counts().items():
+            if k != "injected_errors":
+                out[f"bench:{k}"] = v
+        return out
 
     def stop(self) -> None:
-        self.proxy.stop()
+        for proxy in (self.bench_proxy, self.proxy):
+            if proxy is not None:
+                proxy.stop()
         self.server.stop()
 
 
@@ -252,3 +271,24 @@ def sample_table(table: TopicTable, gateway: GatewayProcess) -> TableSample:
             bounds[p] = bounds[p] or file_bound(0)
     log_files = len(table.log_names())
     return TableSample(files, bounds, log_files, gateway.rss_mb())
+
+
+COMPACTED = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO \S+: topic \S+ partition \d+ segment \d+: "
+    r"compacted (\d+) files"
+)
+
+
+def compactions_logged(log: Path, clock: Clock) -> dict[int, tuple[int, int]]:
+    """Window -> (runs merged, files they merged), from the gateway's INFO lines of maintenance
+    (``compacted N files``); empty when the gateway logs at ``warning``."""
+    out: dict[int, tuple[int, int]] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        m = COMPACTED.match(line)
+        if m is None:
+            continue
+        epoch = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000
+        w = clock.window_of_epoch_ms(epoch * 1000)
+        runs, files = out.get(w, (0, 0))
+        out[w] = (runs + 1, files + int(m.group(3)))
+    return out

@@ -55,6 +55,9 @@ class Window:
     rss_mb_end: float | None
     reader_lag: int
     group_lag: int
+    store_requests_per_s: dict[str, float] | None = None  # S3 only: the gateway's, by operation
+    compaction_runs_logged: int | None = None  # "compacted N files" lines of the gateway (log level info)
+    files_compacted_logged: int | None = None
 
 
 @dataclass
@@ -244,6 +247,28 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {w['active_files_bound']} | {w['delta_log_files_max']} | {num(w['rss_mb_end'])} "
             f"| {w['reader_lag']:,} | {w['group_lag']:,} |"
         )
+    if any(w.get("compaction_runs_logged") or w.get("store_requests_per_s") for w in report["windows"]):
+        lines += [
+            "",
+            "Maintenance and object store: compaction runs and the files they merged, from the gateway's "
+            "log (`compacted N files`, log level info); on S3, the gateway's requests per second by "
+            "operation (counted by its proxy) and this benchmark's own (samples, log watcher).",
+            "",
+            "| window | compaction runs | files merged | files per run | S3 requests/s |",
+            "|---:|---:|---:|---:|---|",
+        ]
+        for w in report["windows"]:
+            runs, merged = w.get("compaction_runs_logged") or 0, w.get("files_compacted_logged") or 0
+            reqs = w.get("store_requests_per_s") or {}
+            gw = {op: n for op, n in reqs.items() if not op.startswith("bench:")}
+            per_op = ", ".join(f"{op} {n:,.1f}" for op, n in gw.items())
+            total = f" (total {sum(gw.values()):,.1f}" if gw else ""
+            bench = sum(n for op, n in reqs.items() if op.startswith("bench:"))
+            total += f"; this benchmark's reads {bench:,.1f})" if gw else ""
+            lines.append(
+                f"| {w['window']} | {runs} | {merged} | {num(merged / runs if runs else None)} "
+                f"| {per_op}{total} |"
+            )
     lines += ["", "| target | first | last | limit | met | note |", "|---|---:|---:|---|---|---|"]
     for v in report["verdicts"]:
         met = "" if v["met"] is None else ("yes" if v["met"] else "**no**")

@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -53,8 +54,10 @@ from _sustained_load import (
 )
 from _sustained_measure import (
     LogState,
+    S3Stack,
     TableSample,
     TopicTable,
+    compactions_logged,
     histogram_quantile,
     log_watcher,
     sample_table,
@@ -90,17 +93,62 @@ def wait_until(pred: Any, timeout_s: float) -> float | None:
     return None
 
 
+def _diff(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {op: n - before.get(op, 0) for op, n in sorted(after.items()) if n - before.get(op, 0)}
+
+
+def per_second(before: dict[str, int], after: dict[str, int], span: float) -> dict[str, float]:
+    return {op: round(n / span, 1) for op, n in _diff(before, after).items()}
+
+
 def run(args: argparse.Namespace, seconds: float, root: Path, progress: Any) -> dict[str, Any]:
     window_s = args.window_seconds
     windows = max(1, math.ceil(seconds / window_s - 1e-9))
-    gateway = GatewayProcess(root / "warehouse", root / "gateway.log")
+    s3 = S3Stack() if args.store == "s3" else None
+    try:
+        return _run(args, seconds, root, progress, windows, s3)
+    finally:
+        if s3 is not None:
+            s3.stop()
+
+
+def gateway_launcher(args: argparse.Namespace) -> tuple[str, ...]:
+    """How the gateway is started: ``topiclake serve`` itself, or with finer latency buckets (and the
+    stall probes) through bench/_sustained_serve.py."""
+    if args.coarse_buckets and not args.probe:
+        return ("-m", "topiclake.cli")
+    launcher: tuple[str, ...] = (str(Path(__file__).with_name("_sustained_serve.py")),)
+    if args.probe:
+        launcher += ("--probe", str(Path(args.out).resolve() / "sustained-probe.json"))
+    return launcher
+
+
+def _run(
+    args: argparse.Namespace,
+    seconds: float,
+    root: Path,
+    progress: Any,
+    windows: int,
+    s3: S3Stack | None,
+) -> dict[str, Any]:
+    window_s = args.window_seconds
+    warehouse = s3.warehouse if s3 is not None else str(root / "warehouse")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    gateway = GatewayProcess(
+        warehouse,  # type: ignore[arg-type]  # a local path or s3://
+        root / "gateway.log",
+        env=s3.gateway_env() if s3 is not None else None,
+        args=("--log-level", args.gateway_log_level),
+        launcher=gateway_launcher(args),
+    )
     stop = threading.Event()
     abort = threading.Event()
     threads: list[threading.Thread] = []
     try:
         http = httpx.Client(base_url=gateway.url, timeout=60)
         http.post("/v1/topics", json={"name": TOPIC, "partitions": PARTITIONS}).raise_for_status()
-        table = TopicTable(str(root / "warehouse"))
+        # on S3 this process reads through a proxy of its own: the gateway's proxy counts only the gateway
+        table = TopicTable(warehouse, s3.bench_options() if s3 is not None else None)
         clock = Clock(window_s, windows)
         go = threading.Event()
         targets: list[list[int] | None] = [None]
@@ -122,6 +170,8 @@ def run(args: argparse.Namespace, seconds: float, root: Path, progress: Any) -> 
         go.set()
         progress(f"gateway pid {gateway.proc.pid} on {gateway.url}; producing for {seconds:g} s")
         before = scrape(http)
+        requests_before = s3.requests() if s3 is not None else {}
+        requests_start = requests_before
         sample_every = min(5.0, window_s / 4)
         results: list[Window] = []
         for w in range(windows):
@@ -134,6 +184,7 @@ def run(args: argparse.Namespace, seconds: float, root: Path, progress: Any) -> 
                     break
                 time.sleep(min(sample_every, left))
             after = scrape(http)
+            requests_after = s3.requests() if s3 is not None else {}
             if w == windows - 1:
                 stop.set()
             time.sleep(0.3)  # let the requests of this window finish and their commits be read
@@ -189,9 +240,10 @@ def run(args: argparse.Namespace, seconds: float, root: Path, progress: Any) -> 
                     rss_mb_end=r3(last.rss_mb),
                     reader_lag=sum(highs[p] - tail.positions_by_partition[p] for p in range(PARTITIONS)),
                     group_lag=sum(highs[p] - group.positions.get(p, 0) for p in range(PARTITIONS)),
+                    store_requests_per_s=per_second(requests_before, requests_after, span) if s3 else None,
                 )
             )
-            before = after
+            before, requests_before = after, requests_after
             x = results[-1]
             progress(
                 f"window {x.window}/{windows}: {x.records_per_s:,.0f} rec/s, produce p99 "
@@ -228,6 +280,10 @@ def run(args: argparse.Namespace, seconds: float, root: Path, progress: Any) -> 
         gateway.stop()
     check = verify(producers, [tail, catchup], group, table)
     warnings = gateway_warnings(gateway.log)
+    shutil.copyfile(gateway.log, Path(args.out) / "sustained-gateway.log")
+    compacted = compactions_logged(gateway.log, clock)
+    for x in results:
+        x.compaction_runs_logged, x.files_compacted_logged = compacted.get(x.window - 1, (0, 0))
     report: dict[str, Any] = {
         "machine": machine(args, seconds),
         "config": {
@@ -239,6 +295,10 @@ def run(args: argparse.Namespace, seconds: float, root: Path, progress: Any) -> 
             "compact_min_files": CONFIG.compact_min_files,
             "checkpoint_interval": CONFIG.checkpoint_interval,
             "log_retention_ms": CONFIG.log_retention_ms,
+            "store": args.store,
+            "warehouse": warehouse,
+            "gateway_buckets": "coarse" if args.coarse_buckets and not args.probe else "fine",
+            "gateway_log_level": args.gateway_log_level,
         },
         "windows": [asdict(w) for w in results],
         "check": check,
@@ -263,6 +323,7 @@ def run(args: argparse.Namespace, seconds: float, root: Path, progress: Any) -> 
             "reader_errors": {"reader": tail.errors, "catchup_reader": catchup.errors},
             "producer_last_error": next((s.failure for s in producers if s.failure), None),
             "log_watcher_error": logs.failure,
+            "store_requests": _diff(requests_start, requests_before) if s3 is not None else None,
         },
     }
     report["verdicts"] = [asdict(v) for v in verdicts(results, check)]
@@ -279,6 +340,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="~20 s in all: 15 s of produce, 5 s windows")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results")), help="output directory")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--store",
+        choices=("local", "s3"),
+        default="local",
+        help="warehouse on a local disk (default) or on S3: the local S3 API server behind its counting "
+        "proxy, the gateway configured by AWS_* variables",
+    )
+    parser.add_argument(
+        "--coarse-buckets",
+        action="store_true",
+        help="the gateway's own latency buckets (default: finer ones, bench/_sustained_serve.py)",
+    )
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="run the gateway under bench/_probe_serve.py (GC, loop lag); DIR/sustained-probe.json",
+    )
+    parser.add_argument(
+        "--gateway-log-level",
+        default="info",
+        choices=("debug", "info", "warning"),
+        help="the gateway's log level (default info: its compaction lines are counted per window)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         seconds = args.seconds or 15.0
