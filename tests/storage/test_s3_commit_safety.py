@@ -18,7 +18,8 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from s3_harness import S3Warehouse
 
 from topiclake.errors import StorageError
-from topiclake.platform import Storage, _commit_safety
+from topiclake.platform import Storage
+from topiclake.platform.storage import _commit_safety
 
 
 @pytest.fixture(autouse=True)

@@ -207,6 +207,12 @@ def serve(
     # GIL hand-offs every 0.5 ms, not 5: a Delta commit re-takes the GIL several times and, behind a busy
     # Python thread, waited 5 ms each time (docs/kafka-protocol.md, "Throughput"; docs/decisions.md)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    from topiclake.platform import Storage
+
+    # a wrong endpoint, bucket or key: one line and exit 1 (StorageError), before uvicorn or delta-rs run
+    storage = Storage(settings.warehouse, settings.storage_options, fsync=settings.broker.fsync)
+    storage.check_access()
+    storage.verify_commit_safety()
     logging.getLogger(__name__).info(
         "serving warehouse %s on %s://%s:%d (docs at /docs)",
         settings.warehouse,
@@ -215,10 +221,8 @@ def serve(
         settings.port,
     )
     if settings.cluster:  # refuse a broker id a live broker holds before anything starts
-        from topiclake.platform import Storage
         from topiclake.platform.cluster.membership import Membership
 
-        storage = Storage(settings.warehouse, settings.storage_options)
         wait_s = 2.5 * settings.broker.heartbeat_interval_ms / 1000
         Membership(storage, settings.broker.broker_id, settings.broker.session_timeout_ms).check_free(wait_s)
     if settings.schema_registry_port:

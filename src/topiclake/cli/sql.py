@@ -298,6 +298,10 @@ def sql(
                 typer.echo(f"--conf {key}={value}")
         return
     statements = _read_statements(query, file)
+    if local is None:  # a wrong endpoint, bucket or key: one line before Spark starts (AWS_* environment)
+        from topiclake.platform import Storage
+
+        Storage(warehouse).check_access()
     spark = _start(warehouse, master, database, persistent, extra, spark_log_level)
     _run(spark, statements, fmt, max_rows)
 

@@ -218,11 +218,14 @@ class JobConfig:
 
         Raises:
             InvalidRequest: No topic was given.
+            StorageError: The warehouse's store is unreachable, its bucket missing or access refused.
             TopicNotFound: A topic does not exist.
         """
         if not self.topics:
             raise InvalidRequest("give at least one --topic")
-        topic_infos(self.storage(), self.topics)
+        storage = self.storage()
+        storage.check_access()  # a wrong endpoint, bucket or key: one line, before Spark starts
+        topic_infos(storage, self.topics)
 
 
 def topic_infos(storage: Storage, names: Sequence[str]) -> dict[str, TopicInfo]:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from urllib.parse import urlparse
 
 from topiclake.errors import StorageError
+from topiclake.platform.storage._access import explain
 from topiclake.platform.storage._sigv4 import signed_request
 
 logger = logging.getLogger(__name__)
@@ -152,11 +153,13 @@ def _probe(root: str, options: Mapping[str, str]) -> bool:
     try:
         first = send("PUT", {"If-None-Match": "*"})
         if not 200 <= first < 300:
-            raise StorageError(f"cannot probe commits on {root}: PUT answered HTTP {first}", uri=root)
+            problem = explain(first, root, endpoint) or f"PUT answered HTTP {first}"
+            raise StorageError(f"cannot probe commits on {root}: {problem}", uri=root)
         second = send("PUT", {"If-None-Match": "*"})
         send("DELETE")
     except OSError as exc:
-        raise StorageError(f"cannot probe commits on {root}: {exc}", uri=root) from exc
+        message = f"cannot reach the object store at {endpoint} ({exc}): check AWS_ENDPOINT_URL"
+        raise StorageError(message, uri=root) from exc
     safe = second == 412
     logger.info(
         "%s: conditional put %s (second PUT: HTTP %d)", root, "honoured" if safe else "IGNORED", second

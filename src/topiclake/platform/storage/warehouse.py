@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
 from topiclake.errors import StorageError
+from topiclake.platform.storage._access import check_access, check_endpoint
 from topiclake.platform.storage._commit_safety import check_options, verify_conditional_put
 from topiclake.platform.storage._object_fs import ObjectStoreHandler, delete_prefix
 
@@ -62,6 +63,7 @@ class Storage:
         self.root, self.is_local = _normalize_root(uri)
         self.storage_options: dict[str, str] = dict(storage_options or {})
         check_options(self.root, self.storage_options, fsync=fsync, is_local=self.is_local)
+        check_endpoint(self.root, self.storage_options)
         self.fsync = fsync
         if self.is_local:
             Path(self.root).mkdir(parents=True, exist_ok=True)
@@ -84,6 +86,15 @@ class Storage:
     def options(self) -> dict[str, str] | None:
         """Return storage options for delta-rs, or None when there are none."""
         return self.storage_options or None
+
+    def check_access(self) -> None:
+        """Ask the store once whether the warehouse can be used (S3 with an endpoint and keys): one signed
+        HEAD of the bucket. Entry points call it first, so a wrong endpoint, bucket or key is one line.
+
+        Raises:
+            StorageError: The store is unreachable, the bucket missing or access refused.
+        """
+        check_access(self.root, self.storage_options)
 
     def verify_commit_safety(self) -> bool:
         """Check once per process and bucket that the store keeps concurrent commits apart (for writers).
