@@ -22,6 +22,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
 from _common import GatewayProcess
 from _sustained_load import CONFIG, PARTITIONS, TOPIC, Clock, idempotent_get
@@ -100,7 +101,16 @@ class TopicTable:
         self._fs = storage.filesystem(self.uri)
 
     def delta_table(self) -> DeltaTable:
-        return DeltaTable(self.uri, storage_options=self.options)
+        """The table's latest version; loaded again when log cleanup removed an entry delta-rs had just
+        listed (``File not found: .../_delta_log/N.json``: a race, not a broken table)."""
+        for attempt in range(10):
+            try:
+                return DeltaTable(self.uri, storage_options=self.options)
+            except DeltaError:
+                if attempt == 9:
+                    raise
+                time.sleep(0.1)
+        raise AssertionError("unreachable")
 
     def log_names(self) -> list[str]:
         """Names of the files in ``_delta_log`` (JSON entries, checkpoints, ``_last_checkpoint``)."""
@@ -180,10 +190,11 @@ class LogState:
 
 
 def log_watcher(table: TopicTable, clock: Clock, state: LogState, stop: threading.Event) -> None:
-    """Every 0.2 s, reads the commitInfo of each new ``_delta_log`` entry: the broker's appends carry
-    ``topiclake.commit`` and delta-rs's ``operationMetrics.execution_time_ms`` (the time of the whole
-    ``write_deltalake`` call: Parquet file and log entry), compactions ``topiclake.operation``."""
-    while not stop.wait(0.2):
+    """Every 0.2 s (1 s on S3), reads the commitInfo of each new ``_delta_log`` entry: the broker's
+    appends carry ``topiclake.commit`` and delta-rs's ``operationMetrics.execution_time_ms`` (the time of
+    the whole ``write_deltalake`` call: Parquet file and log entry), compactions ``topiclake.operation``."""
+    interval = 0.2 if table.local else 1.0  # on S3 each look is a LIST of _delta_log
+    while not stop.wait(interval):
         try:
             versions = sorted(int(m.group(1)) for name in table.log_names() if (m := LOG_ENTRY.match(name)))
         except (OSError, pa.ArrowException) as exc:
