@@ -32,7 +32,7 @@ from topiclake.errors import CommitConflict, InvalidRequest, PartitionNotFound, 
 from topiclake.jobs._results import JobResult, LogProgress, Progress, TopicResult, human_bytes
 from topiclake.platform.catalog import CATALOG_TABLE, TopicCatalog, TopicInfo
 from topiclake.platform.storage import Storage
-from topiclake.platform.storage.leases import LogLease
+from topiclake.platform.storage.leases import LeaseKind, LogLease
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -318,7 +318,7 @@ def retry_conflicts(
 
 
 @contextmanager
-def topic_lease(storage: Storage, topic: str, job: str, kind: str = "log") -> Iterator[LogLease]:
+def topic_lease(storage: Storage, topic: str, job: str, kind: LeaseKind = "log") -> Iterator[LogLease]:
     """Hold the topic's Delta log whole while the job reads and commits (platform/storage/leases.py); a job
     that rewrites records takes kind ``rewrite``, which also holds the brokers' own compaction."""
     lease = LogLease(storage, topic, holder=f"topiclake-{job}-{uuid.uuid4().hex[:8]}", kind=kind)

@@ -92,6 +92,10 @@ def test_a_rewrite_lease_holds_the_brokers_compaction_but_not_a_log_lease(tmp_pa
             before = stats.compactions
             _produce(broker, 12)
             assert _wait_for(lambda: stats.compactions_held > 0)
-            time.sleep(0.3)  # several more rounds
+            time.sleep(0.3)  # the last commits' rounds
+            builds, held = stats.index_builds, stats.compactions_held
+            time.sleep(0.3)  # several more rounds on a table that does not change
+            assert stats.compactions_held > held
+            assert stats.index_builds == builds  # the held version is remembered, not re-indexed
             assert stats.compactions == before
         assert _wait_for(lambda: stats.compactions > before)

@@ -45,6 +45,9 @@ logger = logging.getLogger(__name__)
 
 #: How often the maintenance thread asks each table whether a round is due (TableMaintainer.due), seconds.
 POLL_S = 0.02
+#: On object storage, how often a table whose log committed nothing is still looked at (other writers'
+#: commits, checkpoints due), seconds: a round costs a LIST and a GET or two, billed (issue 28).
+IDLE_ROUND_S = 60.0
 #: How long a local topic table keeps tombstones in its checkpoints (see TableMaintainer._short_tombstones).
 TOMBSTONE_RETENTION_S = 60
 
@@ -61,6 +64,7 @@ class MaintenanceStats:
     checkpoints: int = 0
     cleanups_held: int = 0
     compactions_held: int = 0
+    index_builds: int = 0  # file indexes built by compaction rounds (none for a table that did not change)
     rounds: int = 0
     compactions: int = 0  # runs merged (one per tier of a segment)
     compaction_commits: int = 0  # log entries they took (one a round on the local append path)
@@ -90,8 +94,10 @@ class TableMaintainer:
         leads: Callable[[int], bool] | None = None,
         history: Callable[[DeltaTable], None] | None = None,
         hold: Callable[[], AbstractContextManager[None]] | None = None,
+        version: Callable[[], int] | None = None,
     ) -> None:
         self.topic = topic
+        self._version = version  # the newest version the topic's log knows (no request to ask it)
         # holds the topic's own commits while a delta-rs commit of ours (vacuum) must win its version race
         self._hold = hold or nullcontext
         self._history = history  # records the partitions' ends (topiclake.platform.log.partition_offsets)
@@ -103,6 +109,7 @@ class TableMaintainer:
         self._dt: DeltaTable | None = None
         self._last_vacuum = time.monotonic()
         self._last_compaction_version = -1
+        self._held_version = -1  # the version a rewrite lease last held compaction at
         self._last_round = time.monotonic()
         self._round_version = -1  # the table version the last round started from
         self.stats = MaintenanceStats()
@@ -125,12 +132,30 @@ class TableMaintainer:
         at a fixed interval a partition gained ~30 files between two rounds, more than the N a round is
         meant to find (measured in bench/sustained.py, issue 25).
         """
+        if not self._storage.is_local and self._version is not None and self._round_version >= 0:
+            return self._due_on_object_store()
         if time.monotonic() - self._last_round >= self._config.maintenance_interval_ms / 1000:
             return True
         if not self._local or self._round_version < 0:
             return False
         step = self._config.compact_min_files
         return os.path.exists(os.path.join(self.uri, "_delta_log", f"{self._round_version + step:020d}.json"))
+
+    def _due_on_object_store(self) -> bool:
+        """On object storage a round costs requests (a LIST, a GET per log entry since the last round), so
+        it is due only when there is work the log's own version tells of, asked without a request:
+        ``checkpoint_interval`` new versions, or any new version and ``maintenance_interval_ms`` (at least
+        5 s) since the last round; an idle table once every :data:`IDLE_ROUND_S` (other writers' commits)
+        and when vacuum is due. An idle topic then costs a few requests a minute, not a round every 500 ms."""
+        assert self._version is not None
+        now = time.monotonic()
+        since = now - self._last_round
+        moved = self._version() - self._round_version
+        if moved >= self._config.checkpoint_interval:
+            return True
+        if moved > 0 and since >= max(self._config.maintenance_interval_ms / 1000, 5.0):
+            return True
+        return since >= IDLE_ROUND_S or now - self._last_vacuum >= self._config.vacuum_interval_ms / 1000
 
     def run_once(self) -> None:
         """One round: checkpoint and log cleanup when due, compaction where needed, vacuum when due."""
@@ -202,8 +227,14 @@ class TableMaintainer:
         version = dt.version()
         if version == self._last_compaction_version:
             return
+        if version == self._held_version:  # nothing new since a rewrite lease held it: no index rebuilt
+            if active_leases(self._storage, self.topic, kind="rewrite"):
+                self.stats.compactions_held += 1
+                return
+            self._held_version = -1
         fs = self._storage.filesystem(self.uri)
         index = build_index(dt, fs)
+        self.stats.index_builds += 1
         runs: list[Run] = []
         for partition in index.partitions():
             if not self._leads(partition):
@@ -217,6 +248,7 @@ class TableMaintainer:
             # a Spark job rewrites this topic: our millisecond commits would win every race against its
             # seconds-long rewrite; the next round after its lease is gone compacts what is left
             self.stats.compactions_held += 1
+            self._held_version = version
             return
         self._last_compaction_version = version
         if not runs:

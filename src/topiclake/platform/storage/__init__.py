@@ -3,7 +3,7 @@ object store, picked by URI scheme), the commit-safety probe of S3 stores, log l
 ``_system/leases``, and reading a Delta table's ``txn`` state from snapshots that log cleanup outran."""
 
 from topiclake.platform.storage.delta_state import StateReader, read_txn
-from topiclake.platform.storage.leases import LogLease, active_leases
+from topiclake.platform.storage.leases import LeaseKind, LogLease, active_leases
 from topiclake.platform.storage.warehouse import Storage
 
-__all__ = ["LogLease", "StateReader", "Storage", "active_leases", "read_txn"]
+__all__ = ["LeaseKind", "LogLease", "StateReader", "Storage", "active_leases", "read_txn"]

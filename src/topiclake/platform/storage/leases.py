@@ -34,12 +34,16 @@ import threading
 import time
 import uuid
 from types import TracebackType
+from typing import Literal
 
 import pyarrow.fs as pafs
 
 from topiclake.platform.storage.warehouse import Storage
 
 logger = logging.getLogger(__name__)
+
+#: What a lease is for: hold the log whole (a reader), a writer's intent, or a maintenance job's rewrite.
+LeaseKind = Literal["log", "write", "rewrite"]
 
 
 def _lease_dir(topic: str) -> str:
@@ -51,7 +55,7 @@ WRITE_INTENT_MAX_S = 5.0
 
 
 def active_leases(
-    storage: Storage, topic: str, now: float | None = None, kind: str | None = None
+    storage: Storage, topic: str, now: float | None = None, kind: LeaseKind | None = None
 ) -> list[dict[str, object]]:
     """The unexpired leases on a topic's log (expired ones are ignored, not deleted); of one ``kind`` if
     given (``log``, ``write`` or ``rewrite``)."""
@@ -88,7 +92,12 @@ class LogLease:
     """
 
     def __init__(
-        self, storage: Storage, topic: str, holder: str = "reader", ttl_s: float = 60.0, kind: str = "log"
+        self,
+        storage: Storage,
+        topic: str,
+        holder: str = "reader",
+        ttl_s: float = 60.0,
+        kind: LeaseKind = "log",
     ) -> None:
         self._fs = storage.filesystem(storage.root)
         self.topic = topic
