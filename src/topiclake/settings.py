@@ -46,6 +46,14 @@ class GatewaySettings(BaseSettings):
         "(gc.freeze): full collections then skip them and stop pausing requests for 100+ ms "
         "(docs/producing.md, the hot path).",
     )
+    keep_alive_s: int = Field(
+        65,
+        ge=1,
+        le=3600,
+        description="Seconds an idle HTTP keep-alive connection stays open. Longer than clients' and load "
+        "balancers' own idle limits (httpx 5 s, AWS ALB 60 s), so the server never closes a connection at "
+        "the moment a client sends on it again (uvicorn's default, 5 s, met httpx's exactly).",
+    )
     max_request_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 beyond it)."
     )

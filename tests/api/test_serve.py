@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
@@ -46,6 +47,18 @@ def test_serve_answers_health_readiness_and_openapi(tmp_path: Path) -> None:
         assert httpx.get(f"http://127.0.0.1:{registry_port}/subjects").json() == []
         (meta,) = httpx.get(f"{base}/v1/metadata").json()["brokers"]
         assert meta["listeners"]["schema_registry"] == f"127.0.0.1:{registry_port}"
+        # a keep-alive connection idle past uvicorn's 5 s default is still open (keep_alive_s, 65 s)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("GET", "/healthz")
+            assert conn.getresponse().read() == b'{"status":"ok"}'
+            first = conn.sock
+            time.sleep(5.5)
+            conn.request("GET", "/healthz")  # RemoteDisconnected if the server closed it at 5 s
+            assert conn.getresponse().read() == b'{"status":"ok"}'
+            assert conn.sock is first
+        finally:
+            conn.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=20)

@@ -77,6 +77,7 @@ def serve_with_registry(settings: GatewaySettings) -> None:
             port=settings.port,
             log_level=settings.log_level,
             access_log=settings.log_level == "debug",  # as serve.py: a line per request only at debug
+            timeout_keep_alive=settings.keep_alive_s,
             **uvicorn_tls_options(settings),
         )
     )
@@ -87,6 +88,7 @@ def serve_with_registry(settings: GatewaySettings) -> None:
             port=settings.schema_registry_port,
             log_level=settings.log_level,
             access_log=settings.log_level == "debug",  # as serve.py: a line per request only at debug
+            timeout_keep_alive=settings.keep_alive_s,
             **uvicorn_tls_options(settings),
         )
     )

@@ -242,6 +242,7 @@ def serve(
             # one access line per request only at debug: uvicorn formats its arguments for every response
             # even when the level drops the line (~3 % of a one-record produce's CPU)
             access_log=settings.log_level == "debug",
+            timeout_keep_alive=settings.keep_alive_s,
             **uvicorn_tls_options(settings),
         )
     )
