@@ -7,6 +7,7 @@ JARS_STAMP := $(VENV)/.jars-stamp
 CONSOLE_VENDOR := src/topiclake/console/vendor
 CONSOLE_STAMP := $(VENV)/.console-vendor-stamp
 PYTEST_ARGS ?=
+PYTEST_XDIST ?= -n auto --dist loadgroup
 
 .PHONY: install browser run test lint format bench bench-smoke bench-sustained bench-report clean tools-wrk bench-cluster
 
@@ -38,8 +39,10 @@ browser:
 run: install
 	$(VENV)/bin/topiclake serve
 
+# On every core (pytest-xdist): Spark's tests share one worker and one session, a module-scoped fixture's
+# tests share a worker (tests/conftest.py); PYTEST_XDIST="-n 0" runs in one process.
 test: install browser tools-wrk
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench
