@@ -17,3 +17,14 @@ def gateway(tmp_path: Path) -> Iterator[Gateway]:
         yield gw
     finally:
         stop_gateway(gw, server, thread)
+
+
+@pytest.fixture
+def strict_gateway(tmp_path: Path) -> Iterator[Gateway]:
+    """A gateway with ``auto_create_topics_enable`` off: a topic that does not exist stays unknown (404),
+    as with Kafka's ``auto.create.topics.enable=false`` (tests/kafka/test_auto_create.py covers it on)."""
+    gw, server, thread = start_gateway(tmp_path / "wh", auto_create_topics_enable=False)
+    try:
+        yield gw
+    finally:
+        stop_gateway(gw, server, thread)

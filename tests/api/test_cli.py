@@ -159,21 +159,21 @@ def test_follow_waits_for_new_records_until_interrupted(gateway: Gateway) -> Non
     assert "consumed 2 records from t" in err and "Traceback" not in err
 
 
-def test_bad_inputs_exit_1_with_a_clear_message(gateway: Gateway) -> None:
-    url = gateway.url
+def test_bad_inputs_exit_1_with_a_clear_message(strict_gateway: Gateway) -> None:
+    url = strict_gateway.url
     fails(run(url, "produce", "missing", stdin="x\n"), "TopicNotFound: topic 'missing' does not exist")
     fails(run(url, "consume", "missing"), "TopicNotFound: ")
     fails(run(url, "topics", "create", "t", "--config", "retention.ms=soon"), "InvalidConfig: retention.ms")
     fails(run(url, "topics", "create", "t", "--config", "no.such.config=1"), "InvalidConfig: ")
     fails(run(url, "topics", "create", "t", "--config", "retention.ms"), "InvalidRequest: --config expects")
-    assert gateway.broker.list_topics() == []
+    assert strict_gateway.broker.list_topics() == []
     ok(run(url, "topics", "create", "t"))
     fails(run(url, "topics", "alter", "t", "--partitions", "1"), "InvalidPartitions: ")
     fails(run(url, "consume", "t", "--partition", "4"), "PartitionNotFound: ")
     bad_line = run(url, "produce", "t", "--encoding", "json", stdin='{"a": 1}\nnot json\n2\n')
     fails(bad_line, "line 2: invalid_record: value is not JSON")
     assert "produced 2 records to t (1 failed)" in bad_line.stderr
-    assert gateway.broker.list_offsets("t", 0, "latest") == 2
+    assert strict_gateway.broker.list_offsets("t", 0, "latest") == 2
     usage = run(url, "consume", "t", "--format", "%x")
     assert usage.returncode == 2 and "unknown token %x" in usage.stderr
 

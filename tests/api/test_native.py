@@ -267,20 +267,20 @@ def test_idempotent_producer_over_http(gateway: Gateway) -> None:
     ],
 )
 def test_bad_produce_input_is_a_clear_error_and_loses_nothing(
-    gateway: Gateway, path: str, kwargs: dict[str, object], status: int
+    strict_gateway: Gateway, path: str, kwargs: dict[str, object], status: int
 ) -> None:
-    gateway.broker.create_topic("t")
-    gateway.client.post("/v1/topics/t/records", json={"records": [{"value": "before"}]})
-    version = table_version(gateway, "t")
-    r = gateway.client.post(path, **kwargs)  # type: ignore[arg-type]
+    strict_gateway.broker.create_topic("t")
+    strict_gateway.client.post("/v1/topics/t/records", json={"records": [{"value": "before"}]})
+    version = table_version(strict_gateway, "t")
+    r = strict_gateway.client.post(path, **kwargs)  # type: ignore[arg-type]
     assert r.status_code == status, r.text
     body = r.json()
     if status != 200:
         assert body["error"]["code"] and body["error"]["message"]
     else:
         assert body["results"][0]["error"]["code"] == "invalid_record"
-    assert table_version(gateway, "t") == version
-    assert table_rows(gateway, "t")["value"].to_pylist() == [b'"before"']
+    assert table_version(strict_gateway, "t") == version
+    assert table_rows(strict_gateway, "t")["value"].to_pylist() == [b'"before"']
 
 
 def test_oversized_body_is_refused(tmp_path: Path) -> None:
@@ -394,8 +394,8 @@ def test_huge_headers_count_against_the_record_limit(gateway: Gateway) -> None:
     assert rows.num_rows == 1 and rows["headers"].to_pylist() == [[{"key": "h", "value": b"small"}]]
 
 
-def test_ndjson_to_an_unknown_topic_is_a_404(gateway: Gateway) -> None:
-    r = gateway.client.post(
+def test_ndjson_to_an_unknown_topic_is_a_404(strict_gateway: Gateway) -> None:
+    r = strict_gateway.client.post(
         "/v1/topics/nope/records", content=b'{"value": 1}\n', headers={"content-type": "application/x-ndjson"}
     )
     assert r.status_code == 404 and r.json()["error"]["code"] == "topic_not_found"

@@ -157,19 +157,19 @@ def test_produce_binary_lands_in_table(gateway: Gateway) -> None:
             assert rows[(o["partition"], o["offset"])] == want
 
 
-def test_produce_to_partition(gateway: Gateway) -> None:
-    gateway.broker.create_topic("t", partitions=3)
+def test_produce_to_partition(strict_gateway: Gateway) -> None:
+    strict_gateway.broker.create_topic("t", partitions=3)
     body = {"records": [{"key": "a2V5", "value": "Y29uZmx1ZW50"}, {"value": "a2Fma2E=", "partition": 0}]}
-    r = _post(gateway, "/topics/t/partitions/2", body, ctype=BINARY_V2)
+    r = _post(strict_gateway, "/topics/t/partitions/2", body, ctype=BINARY_V2)
     assert r.status_code == 200, r.text
     offsets = r.json()["offsets"]
     assert [(o["partition"], o["offset"]) for o in offsets] == [(2, 0), (2, 1)]
-    rows = _rows(gateway, "t")
+    rows = _rows(strict_gateway, "t")
     assert rows[(2, 0)] == (b"key", b"confluent")
     assert rows[(2, 1)] == (None, b"kafka")
-    _assert_error(_post(gateway, "/topics/t/partitions/3", body, ctype=BINARY_V2), 404, 40402)
-    _assert_error(_post(gateway, "/topics/t/partitions/x", body, ctype=BINARY_V2), 404, 40402)
-    _assert_error(_post(gateway, "/topics/nope/partitions/0", body, ctype=BINARY_V2), 404, 40401)
+    _assert_error(_post(strict_gateway, "/topics/t/partitions/3", body, ctype=BINARY_V2), 404, 40402)
+    _assert_error(_post(strict_gateway, "/topics/t/partitions/x", body, ctype=BINARY_V2), 404, 40402)
+    _assert_error(_post(strict_gateway, "/topics/nope/partitions/0", body, ctype=BINARY_V2), 404, 40401)
 
 
 def test_per_record_errors_leave_others_written(gateway: Gateway) -> None:
@@ -225,22 +225,22 @@ def test_bad_produce_requests_write_nothing(
     assert len(_rows(gateway, "t")) == 1
 
 
-def test_unknown_topic_and_path_traversal(gateway: Gateway, tmp_path: Path) -> None:
-    gateway.broker.create_topic("a")
-    version = _version(gateway, "a")
+def test_unknown_topic_and_path_traversal(strict_gateway: Gateway, tmp_path: Path) -> None:
+    strict_gateway.broker.create_topic("a")
+    version = _version(strict_gateway, "a")
     body = {"records": [{"value": 1}]}
-    _assert_error(_post(gateway, "/topics/nope", body), 404, 40401)
+    _assert_error(_post(strict_gateway, "/topics/nope", body), 404, 40401)
     for path in ("/topics/..%2Fx", "/topics/a%2Fb", "/topics/..%2F..%2Fa", "/topics/a%2F..%2F..%2Fa"):
-        r = _post(gateway, path, body)
+        r = _post(strict_gateway, path, body)
         assert r.status_code == 404, (path, r.text)
         assert set(r.json()) == {"error_code", "message"}
-        assert gateway.client.get(path).status_code == 404
+        assert strict_gateway.client.get(path).status_code == 404
     for name in ("%2E%2E", "a%20b", "a%00b"):
-        _assert_error(_post(gateway, f"/topics/{name}", body), 404, 40401)
-        _assert_error(gateway.client.get(f"/topics/{name}"), 404, 40401)
-    assert _version(gateway, "a") == version
+        _assert_error(_post(strict_gateway, f"/topics/{name}", body), 404, 40401)
+        _assert_error(strict_gateway.client.get(f"/topics/{name}"), 404, 40401)
+    assert _version(strict_gateway, "a") == version
     assert not (tmp_path / "x").exists()
-    assert gateway.client.get("/topics").json() == ["a"]
+    assert strict_gateway.client.get("/topics").json() == ["a"]
 
 
 # ------------------------------------------------------------------ body limit

@@ -384,8 +384,8 @@ def test_stream_with_broken_framing_keeps_what_came_before(gateway: Gateway) -> 
     assert table(gw, "framing").num_rows == 1
 
 
-def test_produce_errors_before_the_stream(gateway: Gateway) -> None:
-    gw = gateway
+def test_produce_errors_before_the_stream(strict_gateway: Gateway) -> None:
+    gw = strict_gateway
     make_topic(gw, "p")
     rec = {"value": {"type": "JSON", "data": 1}}
     r = gw.client.post(f"{topics_url(gw)}/missing/records", json=rec)

@@ -317,3 +317,17 @@ def test_cross_origin_posts_are_refused(sg: SecureGateway) -> None:
     same = alice.post("/v1/topics/orders/records", json=body, headers={"origin": f"http://{host}"})
     assert same.status_code == 200
     assert alice.get("/v1/topics/orders", headers={"origin": "https://evil.example"}).status_code == 200
+
+
+def test_produce_creates_a_topic_only_with_create(sg: SecureGateway) -> None:
+    """auto.create.topics.enable with auth: Write alone finds no topic (404, nothing created); Create on the
+    topic (or the cluster) lets a produce create it, as Kafka's Metadata rule does."""
+    sg.allow("User:alice", Operation.WRITE, T, "auto.", pattern=PatternType.PREFIXED)
+    sg.allow("User:alice", Operation.DESCRIBE, T, "auto.", pattern=PatternType.PREFIXED)
+    alice = sg.client("alice")
+    assert alice.post("/v1/topics/auto.a/records", json={"records": [{"value": 1}]}).status_code == 404
+    assert "auto.a" not in {t.name for t in sg.gw.broker.list_topics()}
+    sg.allow("User:alice", Operation.CREATE, T, "auto.a")
+    r = alice.post("/v1/topics/auto.a/records", json={"records": [{"value": 1}]})
+    assert r.status_code == 200, r.text
+    assert sg.gw.broker.describe_topic("auto.a").partitions == 1  # num_partitions

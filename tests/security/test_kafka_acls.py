@@ -318,3 +318,20 @@ def test_a_tls_certificate_is_the_principal_of_the_acls(tmp_path: Path, users: P
             assert (report[0] is None) == ok, report
     finally:
         running.stop()
+
+
+def test_a_producer_creates_a_topic_only_with_create(secured: Running) -> None:
+    """auto.create.topics.enable with auth, Kafka's rule: the Metadata request creates a topic it names
+    only for a principal with Create on the cluster or the topic; with Write alone the topic stays unknown."""
+    admin = _admin(secured, "admin")
+    _grant(
+        admin,
+        _acl(ResourceType.TOPIC, "auto-", AclOperation.WRITE, pattern=PREFIXED),
+        _acl(ResourceType.TOPIC, "auto-", AclOperation.DESCRIBE, pattern=PREFIXED),
+    )
+    error = _produce(secured, "alice", "auto-k")
+    assert error is not None and error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._MSG_TIMED_OUT)
+    assert "auto-k" not in admin.list_topics(timeout=10).topics
+    _grant(admin, _acl(ResourceType.TOPIC, "auto-k", AclOperation.CREATE))
+    assert _produce(secured, "alice", "auto-k") is None
+    assert len(admin.list_topics(timeout=10).topics["auto-k"].partitions) == 1

@@ -18,6 +18,7 @@ from topiclake.errors import (
     InvalidRecord,
     InvalidReplicationFactor,
     NotLeader,
+    TopicExists,
     TopiclakeError,
     TopicNotFound,
 )
@@ -116,6 +117,28 @@ class Broker(BrokerCluster, BrokerProduce):
         self.log(name)
         self._await_leaders(name, partitions)
         logger.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Kafka's ``auto.create.topics.enable``: the topic, created now with ``num_partitions`` partitions
+        (and the default replication factor) if it did not exist; None when the setting is off.
+
+        The caller checks that the client may create it. Two brokers creating it at once both get it.
+
+        Raises:
+            InvalidTopicName: The name is not a legal topic name (nothing is created).
+        """
+        if not self.config.auto_create_topics_enable:
+            return None
+        try:
+            return self.describe_topic(name)
+        except TopicNotFound:
+            pass
+        try:
+            info = self.create_topic(name, self.config.num_partitions)
+        except TopicExists:  # created by another request or broker meanwhile
+            return self.describe_topic(name)
+        logger.info("topic %s: auto-created (auto.create.topics.enable)", name)
         return info
 
     def _await_leaders(self, name: str, partitions: int) -> None:

@@ -102,6 +102,16 @@ class BrokerConfig(BaseModel):
         ge=0,
         description="Cluster: a returning broker takes its preferred partitions back once alive this long.",
     )
+    auto_create_topics_enable: bool = Field(
+        True,
+        description="Kafka's auto.create.topics.enable: a topic that does not exist is created (with "
+        "num_partitions partitions and the default replication factor) when a Kafka client's Metadata "
+        "request allows it or a record is produced to it over HTTP; with auth on, the principal needs "
+        "Create on the cluster or the topic. Off: such requests fail as Kafka's do (unknown topic).",
+    )
+    num_partitions: int = Field(
+        1, ge=1, le=10_000, description="Kafka's num.partitions: the partitions of an auto-created topic."
+    )
     default_replication_factor: int = Field(
         3,
         ge=1,

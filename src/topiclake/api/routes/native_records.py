@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from topiclake.api import codec
+from topiclake.api.auto_create import ensure_topic
 from topiclake.api.deps import BrokerDep, MetricsDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.http import DuplexStreamingResponse, negotiate, read_body, require_media
@@ -118,6 +119,7 @@ async def produce(
     if encoding not in codec.ENCODINGS:
         raise InvalidRecord(f"unknown encoding {encoding!r}: use json, binary or string")
     mt = require_media(request, (JSON, NDJSON, ARROW))
+    await ensure_topic(request, broker, topic)
     if mt == NDJSON:
         await run_in_threadpool(
             broker.describe_topic, topic

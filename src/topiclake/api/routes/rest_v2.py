@@ -21,6 +21,7 @@ from starlette.responses import Response
 from topiclake import errors as e
 from topiclake.api import codec, http
 from topiclake.api.auth import AccessDep
+from topiclake.api.auto_create import ensure_topic
 from topiclake.api.deps import BrokerDep, MetricsDep, SettingsDep
 from topiclake.api.errors import HTTPError
 from topiclake.api.metrics import GatewayMetrics
@@ -306,6 +307,7 @@ async def _produce_route(
     started = time.perf_counter()
     fmt = _embedded_format(request)
     body = await http.read_body(request, settings.max_request_bytes)
+    await ensure_topic(request, broker, topic)
     registry = request.app.state.schema_registry
     answer, status, written, nbytes = await run_in_threadpool(
         _produce, broker, topic, body, fmt, partition, registry

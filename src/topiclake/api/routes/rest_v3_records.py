@@ -30,6 +30,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from topiclake import errors as e
+from topiclake.api.auto_create import ensure_topic
 from topiclake.api.deps import BrokerDep, MetricsDep, SettingsDep
 from topiclake.api.errors import HTTPError, confluent_body
 from topiclake.api.http import DuplexStreamingResponse, negotiate, require_media
@@ -229,9 +230,10 @@ async def stream_reports(
             await reader
 
 
-async def _open_topic(broker: Broker, cluster_id: str, topic: str) -> None:
+async def _open_topic(request: Request, broker: Broker, cluster_id: str, topic: str) -> None:
     check_cluster(broker, cluster_id)
     check_topic_name(topic)
+    await ensure_topic(request, broker, topic)
     await run_in_threadpool(broker.log, topic)  # TopicNotFound (404) before the stream opens
 
 
@@ -246,7 +248,7 @@ async def produce_records(
 ) -> Response:
     negotiate(request, (JSON,))
     require_media(request, (JSON,))
-    await _open_topic(broker, cluster_id, topic_name)
+    await _open_topic(request, broker, cluster_id, topic_name)
     reports = stream_reports(request, broker, metrics, cluster_id, topic_name, settings.max_request_bytes)
     return DuplexStreamingResponse(reports, media_type=JSON)
 
@@ -264,7 +266,7 @@ async def produce_batch(
 ) -> Response:
     negotiate(request, (JSON,))
     body = await json_body(request, settings)
-    await _open_topic(broker, cluster_id, topic_name)
+    await _open_topic(request, broker, cluster_id, topic_name)
     entries = body.get("entries") if isinstance(body, dict) else None
     if not isinstance(entries, list):
         raise bad_request('the body must be {"entries": [...]}')

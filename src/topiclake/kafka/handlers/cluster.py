@@ -7,10 +7,12 @@ from typing import Any
 
 from topiclake.errors import TopiclakeError, TopicNotFound
 from topiclake.kafka import errors as kerr
+from topiclake.kafka.authz import allowed
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import Context
 from topiclake.kafka.versions import SUPPORTED
 from topiclake.platform.catalog import TopicInfo
+from topiclake.security import CLUSTER_NAME, Operation, ResourceType
 
 DEFAULT_PARTITIONS = 1
 
@@ -46,6 +48,19 @@ def brokers(ctx: Context) -> tuple[list[dict[str, Any]], int, str]:
     return out, md.controller_id, md.cluster_id
 
 
+def _may_auto_create(ctx: Context, req: Request, name: str) -> bool:
+    """Whether a Metadata request may create a topic it names: the broker allows it, the request does
+    (``allow_auto_topic_creation``, v4+; always before), and the principal may Create on the cluster or
+    the topic (Kafka's rule; without it the topic is unknown, as in Kafka)."""
+    if not ctx.broker.config.auto_create_topics_enable:
+        return False
+    if not bool(getattr(req.body, "allow_auto_topic_creation", True)):
+        return False
+    return allowed(ctx, req, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or allowed(
+        ctx, req, Operation.CREATE, ResourceType.TOPIC, name
+    )
+
+
 def _metadata_sync(ctx: Context, req: Request) -> dict[str, Any]:
     broker = ctx.broker
     md = broker.metadata()
@@ -78,6 +93,16 @@ def _metadata_sync(ctx: Context, req: Request) -> dict[str, Any]:
                 info = broker.describe_topic(name)
             except TopicNotFound:
                 info = None
+        if info is None and name is not None and _may_auto_create(ctx, req, name):
+            try:  # Kafka's auto.create.topics.enable
+                info = broker.auto_create(name)
+            except TopiclakeError as exc:
+                code = kerr.code_for(exc)
+                topics.append(
+                    {"error_code": code, "name": name, "topic_id": uuid.UUID(int=0), "partitions": []}
+                )
+                continue
+            md = broker.metadata()  # its leaders
         if info is None:
             topics.append(
                 {
