@@ -12,6 +12,8 @@ test that shares an expensive fixture stays with the others sharing it (an ``xdi
   session-scoped Spark session, so there is one Spark JVM at a time;
 - the tests of a module with a module-scoped fixture (a secured gateway, a cluster, a console) run on one
   worker, which starts that fixture once.
+
+Single tests marked ``slow`` are dealt out before the others.
 """
 
 from __future__ import annotations
@@ -48,7 +50,13 @@ def _group(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    grouped: set[str] = set()
     for item in items:
         group = _group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            grouped.add(item.nodeid)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # xdist deals out the biggest groups first, then single tests in this order: the slow ones first,
+        # so that no slow test is left to run alone at the end (the sort is stable, as every worker's is)
+        items.sort(key=lambda i: i.nodeid in grouped or i.get_closest_marker("slow") is None)
