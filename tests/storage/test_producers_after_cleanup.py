@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pyarrow.fs import FileType
 from s3_harness import S3Warehouse
 
 from kafka import KafkaProducer
+from serve_process import serving
 from topiclake.platform import Storage
 from topiclake.process.ports import free_port
 
@@ -43,9 +43,7 @@ FIRST_ENTRY = "00000000000000000000.json"
 
 @contextmanager
 def _serve(warehouse: str, env: dict[str, str]) -> Iterator[tuple[str, str]]:
-    port, kafka_port = free_port(), free_port()
-    cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", warehouse, "--port", str(port)]
-    cmd += ["--kafka-port", str(kafka_port)]
+    kafka_port = free_port()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TOPICLAKE_"))}
     base.update(
         {
@@ -57,23 +55,9 @@ def _serve(warehouse: str, env: dict[str, str]) -> Iterator[tuple[str, str]]:
             **env,
         }
     )
-    proc = subprocess.Popen(cmd, env=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "gateway did not start"
-            time.sleep(0.1)
-        yield url, f"127.0.0.1:{kafka_port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
+    with serving(warehouse, base, ["--kafka-port", str(kafka_port)]) as served:
+        yield served.url, f"127.0.0.1:{kafka_port}"
+    output = served.output[0]
     assert "UNKNOWN_SERVER_ERROR" not in output and "Traceback" not in output, output[-4000:]
 
 

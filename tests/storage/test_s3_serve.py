@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,7 +18,7 @@ import httpx
 import pytest
 from s3_harness import S3Warehouse
 
-from topiclake.process.ports import free_port
+from serve_process import serving
 
 pytestmark = pytest.mark.slow
 
@@ -33,28 +31,9 @@ def _aws_env(s3: S3Warehouse) -> dict[str, str]:
 
 @contextmanager
 def _gateway(s3: S3Warehouse, **extra_env: str) -> Iterator[str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "topiclake.cli", "serve", "--warehouse", s3.uri, "--port", str(port)]
-    proc = subprocess.Popen(
-        cmd, env={**_aws_env(s3), **extra_env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "gateway did not start"
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-    assert "closed" in output, output
+    with serving(s3.uri, {**_aws_env(s3), **extra_env}) as served:
+        yield served.url
+    assert "closed" in served.output[0], served.output[0]
 
 
 def _cli(base: str, *args: str, stdin: str | None = None) -> str:
