@@ -122,6 +122,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
+        if proxy._take_cut(op, self.path):  # the store took it; the client never hears so
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         self.send_response_only(resp.status, resp.reason)
         for key, value in resp.getheaders():
             if key.lower() not in _HOP_BY_HOP and key.lower() != "content-length":
@@ -158,7 +162,8 @@ class S3Proxy:
     Use :attr:`endpoint` as ``AWS_ENDPOINT_URL``. Faults: :attr:`delay_s` (every request waits),
     :meth:`inject_errors` (the next N requests answer an S3 error, e.g. ``503 SlowDown``),
     :meth:`down` / :meth:`up` (the endpoint refuses connections, as a stopped server does),
-    :attr:`ignore_conditions` (conditional writes are ignored, as by a store without them).
+    :attr:`ignore_conditions` (conditional writes are ignored, as by a store without them),
+    :meth:`cut_after_store` (the store acts, the answer is lost).
     """
 
     def __init__(self, upstream: str, port: int = 0) -> None:
@@ -170,6 +175,7 @@ class S3Proxy:
         self._counts: Counter[str] = Counter()
         self._log: list[tuple[float, str, str, str]] | None = None
         self._errors: list[tuple[int, str, str | None]] = []
+        self._cuts: list[tuple[str | None, str]] = []
         self._down = False
         self._local = threading.local()
         self.delay_s = 0.0
@@ -251,6 +257,22 @@ class S3Proxy:
                     self._counts["injected_errors"] += 1
                     return status, code
         return None
+
+    def cut_after_store(self, count: int, op: str | None = None, path_contains: str = "") -> None:
+        """Forward the next ``count`` requests (of operation ``op``, or any, whose path contains
+        ``path_contains``) to the store, then close the client's connection without answering: the
+        store has acted, the client cannot know (an outcome-unknown request)."""
+        with self._lock:
+            self._cuts.extend([(op, path_contains)] * count)
+
+    def _take_cut(self, op: str, path: str) -> bool:
+        with self._lock:
+            for i, (only, part) in enumerate(self._cuts):
+                if (only is None or only == op) and part in path:
+                    del self._cuts[i]
+                    self._counts["cut_after_store"] += 1
+                    return True
+        return False
 
     def down(self) -> None:
         """Refuse connections and drop the open ones, as a stopped server does."""

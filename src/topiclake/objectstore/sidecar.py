@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 from topiclake.objectstore._proc import stop_process
 from topiclake.objectstore.proxy import OPS, S3Proxy
@@ -65,6 +65,8 @@ class _ControlHandler(BaseHTTPRequestHandler):
             proxy.inject_errors(
                 int(q.get("count", "1")), int(q.get("status", "503")), q.get("code", "SlowDown"), q.get("op")
             )
+        elif action == "cut":
+            proxy.cut_after_store(int(q.get("count", "1")), q.get("op"), q.get("match", ""))
         elif action == "down":
             proxy.down()
         elif action == "up":
@@ -191,6 +193,11 @@ class ProxyProcess:
     ) -> None:
         """Answer the next ``count`` requests (of operation ``op``, or any) with an S3 error."""
         self._call("POST", f"/errors?count={count}&status={status}&code={code}" + (f"&op={op}" if op else ""))
+
+    def cut_after_store(self, count: int, op: str | None = None, path_contains: str = "") -> None:
+        """Forward the next ``count`` matching requests, then drop the connection unanswered."""
+        query = urlencode({"count": count, "match": path_contains, **({"op": op} if op else {})})
+        self._call("POST", f"/cut?{query}")
 
     def down(self) -> None:
         """Refuse connections, as a stopped server does."""

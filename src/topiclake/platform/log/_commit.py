@@ -19,7 +19,7 @@ from topiclake.platform.log._base import (
     epoch_app_id,
     partition_app_id,
 )
-from topiclake.platform.log._local import LogLocal
+from topiclake.platform.log._local import LogLocal, commit_table
 from topiclake.platform.log.append_handle import PendingBatch, settle_all, whole_table
 from topiclake.platform.log.fast_append import LostRace
 from topiclake.platform.records import now_ms
@@ -35,14 +35,13 @@ class LogCommits(LogLocal):
     # ------------------------------------------------------------------ flush
 
     def _run(self) -> None:
-        linger_s = self._config.linger_ms / 1000
         while True:
             with self._cond:
                 while not self._queue and not self._closing:
                     self._cond.wait()
                 if not self._queue:
                     return
-                deadline = time.monotonic() + linger_s
+                deadline = time.monotonic() + self._linger_s()
                 # Adaptive linger: once as many requests wait as the last commit carried, the producers
                 # that were waiting for it are all back; lingering longer only adds latency.
                 while (
@@ -62,6 +61,8 @@ class LogCommits(LogLocal):
                 self._queued_records = 0
                 self._queued_bytes = 0
             self._flush()
+            while self._take_prefetched():  # S3: the next batch's files are stored already
+                self._flush()
 
     def _flush(self) -> None:
         take = self._inflight
@@ -151,18 +152,12 @@ class LogCommits(LogLocal):
             led = self._led
             if led is not None:  # the leader epoch travels with every commit of a cluster's leader
                 txn_ids += [(epoch_app_id(self.topic, p), led[p]) for p in sorted(ends) if p in led]
-            data = whole_table(take)
-            if data is None:
-                data = pa.concat_tables([p.table for p in take if p.table is not None])
-            if data.num_columns and data.column(0).num_chunks > 1:
-                # one batch per request would cost delta-rs a partition split each: 32 one-record
-                # requests commit in ~25 % less CPU, 200 in ~60 % less, as one contiguous batch
-                data = data.combine_chunks()
+            data = commit_table(take)
             self._yield_to_writers()
             custom = {"topiclake.commit": commit_id, "topiclake.broker": str(self._config.broker_id)}
             if self._fast is not None:
                 try:
-                    self._commit_fast(self._fast, data, txn_ids, now, custom)
+                    self._commit_fast(self._fast, data, txn_ids, now, custom, take)
                     return
                 except LostRace as race:
                     races += 1
@@ -237,7 +232,10 @@ class LogCommits(LogLocal):
             time.sleep(0.002)
         while True:
             now = time.monotonic()
-            if now - self._intents_checked >= (0.02 if self._intents else 0.1):
+            # on object storage each look is a billed LIST: once a second (a writer that announced its
+            # intent retries until the brokers hold; the intent only buys it a turn sooner)
+            idle_s = 0.1 if self._storage.is_local else 1.0
+            if now - self._intents_checked >= (0.02 if self._intents else idle_s):
                 self._intents_checked = now
                 try:
                     self._intents = bool(active_leases(self._storage, self.topic, kind="write"))

@@ -20,8 +20,9 @@ from typing import ClassVar
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from topiclake.errors import StorageError
+from topiclake.errors import CommitConflict, StorageError
 from topiclake.platform.log._base import FOREIGN_ERRORS, LogBase, epoch_app_id, partition_app_id
+from topiclake.platform.log.append_handle import PendingBatch, whole_table
 from topiclake.platform.log.fast_append import (
     LocalAppender,
     LostRace,
@@ -30,6 +31,7 @@ from topiclake.platform.log.fast_append import (
     commit_info,
     txn_action,
 )
+from topiclake.platform.log.object_append import ObjectAppender, ahead
 
 logger = logging.getLogger("topiclake.platform.log.topic_log")  # one logger for all parts of the log
 
@@ -61,11 +63,35 @@ class CommitTimes:
         self.records += records
 
 
-class LogLocal(LogBase):
-    """Commits on a local warehouse through :class:`LocalAppender` (None: delta-rs commits)."""
+def commit_table(take: list[PendingBatch]) -> pa.Table:
+    """The one table of a commit's (built) batches."""
+    data = whole_table(take)
+    if data is None:
+        data = pa.concat_tables([p.table for p in take if p.table is not None])
+    if data.num_columns and data.column(0).num_chunks > 1:
+        # one batch per request would cost delta-rs a partition split each: 32 one-record
+        # requests commit in ~25 % less CPU, 200 in ~60 % less, as one contiguous batch
+        data = data.combine_chunks()
+    return data
 
-    _fast: LocalAppender | None
+
+BatchKey = tuple[tuple[int, int, int, int], ...]
+
+
+def _batch_key(take: list[PendingBatch]) -> BatchKey:
+    """What a commit's data files depend on: which batches, at which offsets (a rebase moves them)."""
+    return tuple((id(p), p.partition, p.base_offset, p.count) for p in take)
+
+
+class LogLocal(LogBase):
+    """Commits through :class:`LocalAppender` on a local warehouse or :class:`ObjectAppender` on S3
+    (None: delta-rs commits)."""
+
+    _fast: LocalAppender | ObjectAppender | None
     _commit_times: CommitTimes | None = None  # made by the first commit
+    # S3: the next commit's batches and the add actions of their files, stored while a log PUT was in
+    # flight (_prefetch); used when the next commit is exactly these batches at these offsets
+    _prefetched: tuple[BatchKey, list[dict[str, dict[str, object]]]] | None = None
 
     @property
     def commit_times(self) -> CommitTimes:
@@ -87,20 +113,37 @@ class LogLocal(LogBase):
         fast = self._fast
         return max(self._dt.version(), fast.version if fast is not None else -1)
 
+    def _linger_s(self) -> float:
+        """How long a flush waits for more records: ``linger_ms``, and on S3 at least the store's
+        measured round trip (a commit costs two: lingering one more groups about twice the requests per
+        commit, halving the requests per MB, for at most a third more latency)."""
+        linger = self._config.linger_ms / 1000
+        fast = self._fast
+        if isinstance(fast, ObjectAppender):
+            return max(linger, min(fast.put_ms, 250.0) / 1000)
+        return linger
+
     def _commit_fast(
         self,
-        fast: LocalAppender,
+        fast: LocalAppender | ObjectAppender,
         data: pa.Table,
         txn_ids: list[tuple[str, int]],
         now: int,
         custom: dict[str, str],
+        take: list[PendingBatch],
     ) -> None:
         if fast.stale():  # a checkpoint past our version: entries after it may be gone, catch up first
             self._refresh_snapshot()
             if self._rebase_if_fenced():  # queued offsets moved: the caller rebuilds the batch
                 raise LostRace(Winners(versions=[fast.version]))
         with self._commit_lock:  # vacuum takes it: no file of ours is deleted before its commit
-            adds = fast.write_files(data)
+            prefetched, self._prefetched = self._prefetched, None
+            if prefetched is not None and prefetched[0] == _batch_key(take):
+                adds = prefetched[1]
+                assert isinstance(fast, ObjectAppender)
+                fast.stored_ahead += 1
+            else:
+                adds = fast.write_files(data)
             metrics = {
                 "numFiles": str(len(adds)),
                 "numOutputRows": str(data.num_rows),
@@ -108,8 +151,80 @@ class LogLocal(LogBase):
             }
             actions: list[Mapping[str, object]] = [commit_info(metrics, custom), *adds]
             actions += [txn_action(a, v, now) for a, v in txn_ids]
-            version = fast.commit(actions)
+            if isinstance(fast, ObjectAppender):
+                version = self._commit_object(fast, actions, custom["topiclake.commit"])
+            else:
+                version = fast.commit(actions)
         self._storage.sync_commit(self.uri, version)
+
+    def _commit_object(
+        self, fast: ObjectAppender, actions: list[Mapping[str, object]], commit_id: str
+    ) -> int:
+        """The log entry's conditional PUT (:meth:`_commit_entry`), while the next commit's files are
+        stored (:meth:`_prefetch`)."""
+        stored = ahead().submit(self._prefetch, fast)
+        try:
+            return self._commit_entry(fast, actions, commit_id)
+        finally:
+            stored.result()
+
+    def _commit_entry(self, fast: ObjectAppender, actions: list[Mapping[str, object]], commit_id: str) -> int:
+        """The log entry, at the next version after each one lost, reusing the data files already
+        stored: they hold the same records unless a winner moved our offsets (then :class:`LostRace`
+        makes the caller rebuild the commit; the stored files stay unreferenced until vacuum removes
+        them)."""
+        races = 0
+        while True:
+            try:
+                return fast.commit(actions, commit_id)
+            except LostRace as race:
+                races += 1
+                if races > 1000:  # other writers took a thousand versions in a row: give up
+                    raise CommitConflict(
+                        f"commit to topic {self.topic} lost {races} races to other writers", topic=self.topic
+                    ) from race
+                if self._after_lost_race(race.winners):
+                    raise LostRace(Winners(versions=race.winners.versions)) from None
+
+    def _prefetch(self, fast: ObjectAppender) -> None:
+        """While the log entry's PUT is in flight (one round trip to the store), store the data files of
+        what is queued now, the next commit's batches: on S3 a commit is then one round trip of the
+        flusher, not two. The batches stay queued (a rebase, a lost leadership or a failure handles them
+        as any queued batch); :meth:`_take_prefetched` makes them the next commit, and the files are used
+        only if the batches still sit at the offsets they were stored with (else vacuum removes them)."""
+        with self._lock:
+            batches = list(self._queue)
+            if not batches or self._holds or self._closing:
+                return
+            self._materialize(batches)  # under the lock: a rebase of these batches waits for it
+            key = _batch_key(batches)
+        try:
+            adds = fast.write_files(commit_table(batches))
+        except (OSError, pa.ArrowException) as exc:  # the commit stores them itself
+            logger.info("topic %s: files stored ahead failed (%s)", self.topic, exc)
+            return
+        self._prefetched = (key, adds)
+
+    def _take_prefetched(self) -> bool:
+        """Make the batches whose files :meth:`_prefetch` stored the in-flight commit, at once (they are
+        still the head of the queue, at the same offsets); False when there are none."""
+        prefetched = self._prefetched
+        if prefetched is None:
+            return False
+        key = prefetched[0]
+        with self._lock:
+            head = self._queue[: len(key)]
+            if self._closing or _batch_key(head) != key:
+                self._prefetched = None
+                return False
+            self._inflight = head
+            self._queue = self._queue[len(key) :]
+            self._queued_records -= sum(p.count for p in head)
+            self._queued_bytes -= sum(p.nbytes for p in head)
+            requests = len({id(p.handle) for p in head})
+            self._last_requests = max(1, requests)
+            self._queued_requests = max(0, self._queued_requests - requests)
+        return True
 
     def _after_lost_race(self, winners: Winners) -> bool:
         """After losing versions to ``winners``: whether our queued offsets moved (a fence).

@@ -43,6 +43,7 @@ from topiclake.platform.log.fast_append import LocalAppender
 from topiclake.platform.log.file_cache import SmallFileCache
 from topiclake.platform.log.file_index import FileIndex
 from topiclake.platform.log.maintenance import TableMaintainer, log_retention_property
+from topiclake.platform.log.object_append import ObjectAppender
 from topiclake.platform.log.partition_offsets import record_partition_offsets
 from topiclake.platform.log.producer_state import ProducerStates, decode_state, producer_app_id
 from topiclake.platform.log.spare_files import SPARES
@@ -50,6 +51,7 @@ from topiclake.platform.log.tail_cache import TailCache
 from topiclake.platform.records import now_ms
 from topiclake.platform.storage import Storage
 from topiclake.platform.storage.delta_state import StateReader, log_entries_gone, read_txn
+from topiclake.platform.storage.s3_client import S3Client, s3_location
 from topiclake.schemas import PARTITION_COLUMNS, TOPIC_SCHEMA, TOPIC_TABLE_PROPERTIES
 
 logger = logging.getLogger(__name__)
@@ -104,7 +106,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         self._commit_lock = threading.Lock()  # one commit's files and entry; held by vacuum too
         self._dt = self._open_table()
         local = storage.is_local and config.maintenance and config.local_append
-        self._fast = LocalAppender(self.uri, self._dt.version()) if local else None
+        self._fast = LocalAppender(self.uri, self._dt.version()) if local else self._object_appender()
         # partition -> leader epoch of the partitions this broker leads; None: all (no cluster)
         self._led: dict[int, int] | None = None
         self.maintainer = TableMaintainer(
@@ -115,6 +117,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             leads=self.leads,
             history=self._record_ends,
             hold=self.hold_commits,
+            version=self.known_version,
         )
         self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
@@ -164,6 +167,21 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             except FOREIGN_ERRORS as exc:  # another broker or job changed the table: try next time
                 logger.warning("topic %s: cannot set the log retention: %s", self.topic, exc)
         return dt
+
+    def _object_appender(self) -> ObjectAppender | None:
+        """The S3 append path (:mod:`.object_append`) when it applies: ``object_append`` and maintenance
+        on (it checkpoints), an S3 warehouse whose conditional put the probe found honoured, and static
+        keys to sign requests with. None: delta-rs commits."""
+        config, storage = self._config, self._storage
+        if storage.is_local or not (config.maintenance and config.object_append):
+            return None
+        location = s3_location(storage.root, storage.storage_options)
+        if location is None or not storage.verify_commit_safety():
+            logger.info("topic %s: commits through delta-rs (no S3 keys, or no conditional put)", self.topic)
+            return None
+        client = S3Client(location, deadline_s=max(120.0, config.request_timeout_ms / 1000))
+        fresh_s = config.log_retention_ms / 2000
+        return ObjectAppender(client, f"topics/{self.topic}", self._dt.version(), fresh_s)
 
     def _table_properties(self) -> dict[str, str]:
         props = dict(TOPIC_TABLE_PROPERTIES)
@@ -320,6 +338,8 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             with part.cond:
                 part.cond.notify_all()
         self._closed = True
+        if isinstance(self._fast, ObjectAppender):
+            self._fast.close()
         SPARES.forget(self.uri)  # no empty spare files left in the table's directories
         logger.info("topic %s: closed at version %d", self.topic, self.known_version())
 
