@@ -15,7 +15,7 @@ import topiclake
 from topiclake import console
 from topiclake.api import errors, gc_pauses, openapi_links
 from topiclake.api.auth import AuthMiddleware
-from topiclake.api.auth.access import make_security
+from topiclake.api.auth.access import access_of, make_security
 from topiclake.api.consumer_instances import ConsumerInstanceManager
 from topiclake.api.deps import advertised
 from topiclake.api.fast_produce import FastProduce, front_door
@@ -205,6 +205,7 @@ def create_app(
         group_members,
     ):
         app.include_router(module.router)
-    console.mount(app, settings.console_sample_ms / 1000)  # the web console at /ui (docs/console.md)
+    # the web console at /ui (docs/console.md), showing each principal what its ACLs let it see
+    console.mount(app, settings.console_sample_ms / 1000, access_of)
     openapi_links.install(app)  # links for clients and the stateful fuzzer (tests/security)
     return app

@@ -10,17 +10,20 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from topiclake.console import assets, pages_groups, pages_messages, pages_topics
+from topiclake.console import access, assets, pages_groups, pages_messages, pages_topics
 from topiclake.console.sampler import Sampler
 
 logger = logging.getLogger(__name__)
 
 
-def mount(app: FastAPI, interval_s: float = 10.0) -> None:
+def mount(app: FastAPI, interval_s: float = 10.0, access_of: access.AccessOf | None = None) -> None:
     """Serve the console at ``/ui`` on ``app`` and sample its charts every ``interval_s`` seconds.
 
-    The sampler starts after the app's own lifespan has made the broker and stops before it closes it.
+    ``access_of`` answers who may see and do what (the gateway's ACLs, :mod:`topiclake.console.access`);
+    None allows everything. The sampler starts after the app's own lifespan has made the broker and stops
+    before it closes it.
     """
+    access.install(app, access_of)
     for module in (pages_topics, pages_messages, pages_groups, assets):
         app.include_router(module.router)
     app.mount("/ui/static", StaticFiles(directory=assets.STATIC), name="console-static")

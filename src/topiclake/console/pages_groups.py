@@ -20,11 +20,15 @@ RESET_TO = ("earliest", "latest", "offset", "timestamp", "shift")
 
 @router.get("/groups", response_class=HTMLResponse)
 def groups(request: Request, broker: BrokerDep, sampler: SamplerDep) -> HTMLResponse:
-    """Every group with its state, members and total lag."""
+    """Every group (the principal may Describe) with its state, members and total lag (over the topics
+    it may Describe)."""
+    visible = access.visible(request)
     rows = []
     for g in broker.groups.list_groups():
+        if not visible.group(g.group_id):
+            continue
         try:
-            lag: int | None = sum(r.lag for r in broker.groups.lag(g.group_id))
+            lag: int | None = sum(r.lag for r in broker.groups.lag(g.group_id) if visible.topic(r.topic))
         except TopiclakeError:
             lag = None
         rows.append((g, lag))
@@ -33,12 +37,13 @@ def groups(request: Request, broker: BrokerDep, sampler: SamplerDep) -> HTMLResp
 
 
 def _group_page(request: Request, broker: Broker, group_id: str, **extra: Any) -> HTMLResponse:
+    visible = access.visible(request)  # offsets of topics the principal may Describe, as the API's
     try:
         description = broker.groups.describe(group_id)
-        lag = broker.groups.lag(group_id)
+        lag = [r for r in broker.groups.lag(group_id) if visible.topic(r.topic)]
     except TopiclakeError as exc:
         return page(request, "_message.html", 404, error=exc.message)
-    committed = broker.groups.committed(group_id)
+    committed = {tp: c for tp, c in broker.groups.committed(group_id).items() if visible.topic(tp[0])}
     topics = sorted({r.topic for r in lag})
     shown = lag[:8]  # the total and up to 8 partitions on the chart
     names = [f"lag:{group_id}", *(f"lag:{group_id}:{r.topic}:{r.partition}" for r in shown)]

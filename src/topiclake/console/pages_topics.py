@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from topiclake.console import access, views
 from topiclake.console.assets import missing
 from topiclake.console.common import BrokerDep, SamplerDep, is_htmx, page
+from topiclake.console.sampler import Sampler
 from topiclake.errors import InvalidRecord, TopiclakeError, TopicNotFound
 from topiclake.platform import Record
 
@@ -22,14 +23,15 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 @router.get("", response_class=HTMLResponse)
 def overview(request: Request, broker: BrokerDep, sampler: SamplerDep) -> HTMLResponse:
     """Brokers, totals, produce/fetch rates and warnings."""
-    view = views.overview(broker, sampler, missing())
+    view = views.overview(broker, sampler, missing(), access.visible(request))
     return page(request, "overview.html", active="overview", view=view)
 
 
 @router.get("/topics", response_class=HTMLResponse)
 def topics(request: Request, broker: BrokerDep, sampler: SamplerDep) -> HTMLResponse:
-    """Every topic with partitions, replication, retention, size and files."""
-    return page(request, "topics.html", active="topics", topics=views.topic_rows(broker, sampler))
+    """Every topic (the principal may Describe) with partitions, replication, retention, size and files."""
+    rows = views.topic_rows(broker, sampler, visible=access.visible(request))
+    return page(request, "topics.html", active="topics", topics=rows)
 
 
 @router.post("/topics", response_model=None)
@@ -51,7 +53,7 @@ def create_topic(
     try:
         broker.create_topic(name.strip(), partitions, configs)
     except TopiclakeError as exc:
-        rows = views.topic_rows(broker, sampler)
+        rows = views.topic_rows(broker, sampler, visible=access.visible(request))
         return page(request, "topics.html", 400, active="topics", topics=rows, create_error=exc.message)
     return RedirectResponse(f"/ui/topics/{quote(name.strip())}", status_code=303)
 
@@ -166,19 +168,57 @@ async def produce(
 
 @router.get("/jobs", response_class=HTMLResponse)
 def jobs(request: Request, broker: BrokerDep, sampler: SamplerDep) -> HTMLResponse:
-    """The newest compaction, retention and VACUUM of every topic, and the command to run one."""
-    rows = views.topic_rows(broker, sampler, history=100)
+    """The newest compaction, retention and VACUUM of every topic (the principal may Describe), and the
+    command to run one."""
+    visible = access.visible(request)
+    rows = views.topic_rows(broker, sampler, history=100, visible=visible)
     commands = {t.info.name: views.job_commands(broker.storage.root, t.info.name) for t in rows}
-    maintenance = {log.topic: log.maintainer.stats for log in broker.open_logs()}
+    maintenance = {log.topic: log.maintainer.stats for log in broker.open_logs() if visible.topic(log.topic)}
     return page(request, "jobs.html", active="jobs", topics=rows, commands=commands, maintenance=maintenance)
 
 
+def _points(sampler: Sampler, name: str, visible: access.Visible) -> dict[float, float]:
+    """One series' points as the principal may see them: a topic's or group's own series only if it may
+    Describe it, the all-topics rates (``produce:*``) summed over the topics it may Describe."""
+    if visible.everything:
+        return dict(sampler.series(name))
+    kind, _, rest = name.partition(":")
+    if kind in ("produce", "fetch") and rest == "*":
+        topics = [n for n in sampler.names(f"{kind}:") if n != name and visible.topic(n.partition(":")[2])]
+        return _sum(sampler, topics)
+    if kind in ("produce", "fetch") and visible.topic(rest):
+        return dict(sampler.series(name))
+    if kind == "lag":  # lag:<group>:<topic>:<partition> (topic names have no ':'), or lag:<group>
+        parts = rest.rsplit(":", 2)
+        if len(parts) == 3 and parts[2].isdigit():
+            if visible.group(parts[0]) and visible.topic(parts[1]):
+                return dict(sampler.series(name))
+        elif visible.group(rest):  # the total over the partitions of topics it may Describe
+            return _sum(sampler, [n for n in sampler.names(f"{name}:") if _lag_of(n, rest, visible)])
+    return {}
+
+
+def _lag_of(name: str, group: str, visible: access.Visible) -> bool:
+    parts = name.split(":", 1)[1].rsplit(":", 2)
+    return len(parts) == 3 and parts[0] == group and parts[2].isdigit() and visible.topic(parts[1])
+
+
+def _sum(sampler: Sampler, names: list[str]) -> dict[float, float]:
+    total: dict[float, float] = {}
+    for each in names:
+        for t, v in sampler.series(each):
+            total[t] = total.get(t, 0.0) + v
+    return total
+
+
 @router.get("/data/series")
-def series(sampler: SamplerDep, name: Annotated[list[str], Query()]) -> JSONResponse:
-    """Chart data: ``{"t": [...], "series": {name: [...]}}`` with one shared time axis (uPlot's shape)."""
+def series(request: Request, sampler: SamplerDep, name: Annotated[list[str], Query()]) -> JSONResponse:
+    """Chart data: ``{"t": [...], "series": {name: [...]}}`` with one shared time axis (uPlot's shape);
+    series of topics and groups the principal may not Describe are empty."""
     if sampler is None:
         return JSONResponse({"t": [], "series": {}, "interval_s": None})
-    points = {n: dict(sampler.series(n)) for n in name}
+    visible = access.visible(request)
+    points = {n: _points(sampler, n, visible) for n in name}
     times = sorted({t for p in points.values() for t in p})
     return JSONResponse(
         {

@@ -7,8 +7,10 @@ Delta side from :mod:`topiclake.platform.log.table_info`; rates and lag history 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from topiclake.console.access import ALL, Visible
 from topiclake.console.sampler import Sampler
 from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker, TopicInfo
@@ -86,6 +88,7 @@ class Overview:
     brokers: list[BrokerRow]
     topics: list[TopicRow]
     warnings: list[str]
+    filtered: bool = False  # only the topics and groups the principal may Describe
 
     @property
     def partitions(self) -> int:
@@ -123,10 +126,12 @@ def brokers(meta: ClusterMetadata) -> list[BrokerRow]:
     ]
 
 
-def offline(meta: ClusterMetadata) -> list[PartitionState]:
-    """Partitions with no live leader."""
+def offline(meta: ClusterMetadata, topic: Callable[[str], bool] = ALL.topic) -> list[PartitionState]:
+    """Partitions with no live leader (of the topics ``topic`` accepts)."""
     live = {b.broker_id for b in meta.brokers}
-    return [s for states in meta.partitions.values() for s in states if s.leader not in live]
+    return [
+        s for name, states in meta.partitions.items() if topic(name) for s in states if s.leader not in live
+    ]
 
 
 def topic_row(
@@ -174,33 +179,43 @@ def _merge_jobs(table: TableDescription | None, seen: dict[str, JobRun]) -> dict
     return out
 
 
-def topic_rows(broker: Broker, sampler: Sampler | None, history: int = 0) -> list[TopicRow]:
-    """Every topic, by name (job runs from the sampler only, unless ``history`` commits are to be read)."""
+def topic_rows(
+    broker: Broker, sampler: Sampler | None, history: int = 0, visible: Visible = ALL
+) -> list[TopicRow]:
+    """Every topic ``visible`` lets the page list, by name (job runs from the sampler only, unless
+    ``history`` commits are to be read)."""
     meta = broker.metadata()
-    return [topic_row(broker, info, meta, sampler, history) for info in broker.list_topics()]
+    infos = [info for info in broker.list_topics() if visible.topic(info.name)]
+    return [topic_row(broker, info, meta, sampler, history) for info in infos]
 
 
-def overview(broker: Broker, sampler: Sampler | None, assets_missing: list[str]) -> Overview:
-    """The overview page: brokers, totals, warnings."""
+def overview(
+    broker: Broker, sampler: Sampler | None, assets_missing: list[str], visible: Visible = ALL
+) -> Overview:
+    """The overview page: brokers, totals and warnings (totals and warnings over what ``visible``
+    lets the principal see; brokers and the controller for everyone, as Kafka's Metadata)."""
     meta = broker.metadata()
-    topics = [topic_row(broker, info, meta, sampler, 0) for info in broker.list_topics()]
+    infos = [info for info in broker.list_topics() if visible.topic(info.name)]
+    topics = [topic_row(broker, info, meta, sampler, 0) for info in infos]
     warnings = [
         f"partition {s.topic}/{s.partition} is offline: its leader {s.leader} is not a live broker"
-        for s in offline(meta)
+        for s in offline(meta, visible.topic)
     ]
     if sampler is not None:
-        groups = [g.group_id for g in broker.groups.list_groups()]
+        groups = [g.group_id for g in broker.groups.list_groups() if visible.group(g.group_id)]
         warnings += [
             f"consumer group {g} is falling behind: its lag grew" for g in sampler.growing_lag(groups)
         ]
     for log in broker.open_logs():
         error = log.maintainer.stats.last_error
-        if error:
+        if error and visible.topic(log.topic):
             warnings.append(f"maintenance of topic {log.topic} failed last: {error}")
     warnings += [t_error for t in topics if (t_error := t.error)]
     if assets_missing:
         warnings.append("the console's scripts are not installed: charts and live updates are off")
-    return Overview(meta.cluster_id, meta.controller_id, brokers(meta), topics, warnings)
+    return Overview(
+        meta.cluster_id, meta.controller_id, brokers(meta), topics, warnings, not visible.everything
+    )
 
 
 def config_rows(info: TopicInfo) -> list[tuple[str, str, bool]]:

@@ -117,7 +117,10 @@ TABLE: list[tuple[str, re.Pattern[str], tuple[Need, ...]]] = [
     ("DELETE", _p(_V3 + "/acls"), (cluster(R.ALTER),)),
     # -- operations views -------------------------------------------------------------------------------
     ("GET", _p("/metrics"), (cluster(R.DESCRIBE),)),  # topic and group names are in its labels
-    # -- the web console (docs/console.md): the same rules as the API; overviews need Describe cluster
+    # -- the web console (docs/console.md): the same rules as the API; the overview pages and the charts'
+    # data are filtered to what the principal may Describe (console/access.py), like the API's listings
+    ("GET", re.compile(r"^/ui(/topics|/groups|/jobs|/data/series)?/?$"), ()),
+    ("GET", re.compile(r"^/ui/static/.*$"), ()),  # the console's own CSS and script
     ("GET", re.compile(r"^/ui/topics/(?P<topic>[^/]+)/messages(/tail)?/?$"), (topic(R.READ),)),
     ("GET", _p("/ui/topics/{topic}"), (topic(R.DESCRIBE), topic(R.DESCRIBE_CONFIGS))),
     ("POST", _p("/ui/topics/{topic}/configs"), (topic(R.ALTER_CONFIGS),)),
