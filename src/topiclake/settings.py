@@ -133,8 +133,9 @@ class GatewaySettings(BaseSettings):
     quota_request_rate: float = Field(0, ge=0, description="Requests/s per principal; 0 = unlimited.")
     quota_overrides: dict[str, dict[str, float]] = Field(
         default_factory=dict,
-        description='Per-principal quotas, JSON: {"User:alice": {"produce_bytes_per_s": 1048576}}; the kinds '
-        "an override omits keep the defaults.",
+        description="Deprecated (use `topiclake quotas set` or AlterClientQuotas: _system/quotas). "
+        'Per-principal quotas, JSON: {"User:alice": {"produce_bytes_per_s": 1048576}}; the kinds an override '
+        "omits keep the defaults.",
     )
 
     @field_validator("super_users", mode="before")

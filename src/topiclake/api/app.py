@@ -40,6 +40,7 @@ from topiclake.objectstore import counting_endpoint
 from topiclake.platform import Broker, Storage
 from topiclake.platform.cluster import Endpoint
 from topiclake.schema_registry import SchemaRegistry, serde
+from topiclake.security.quota_store import QuotaStore
 from topiclake.security.quotas import quotas_from_settings
 from topiclake.settings import GatewaySettings
 
@@ -102,6 +103,7 @@ def create_app(
             app.state.broker = broker
         metrics.broker = app.state.broker
         app.state.security = make_security(settings, app.state.broker.storage)  # docs/security.md
+        app.state.quota_store = QuotaStore(app.state.broker.storage, app.state.quotas)  # docs/quotas.md
         if forwarder is not None:
             forwarder.signer = app.state.security.signer
         host, port = advertised(settings)
@@ -125,6 +127,7 @@ def create_app(
             instance_timeout_ms=settings.consumer_instance_timeout_ms,
             request_timeout_ms=settings.consumer_request_timeout_ms,
         )
+        app.state.quota_store.start()  # _system/quotas applied now, re-read when it moves
         kafka = None
         if settings.kafka_port:
             from topiclake.kafka import KafkaListener
@@ -141,10 +144,12 @@ def create_app(
                 security=app.state.security,
                 sasl_mechanisms=settings.kafka_sasl_mechanisms,
                 quotas=app.state.quotas,
+                quota_store=app.state.quota_store,
             )
             try:
                 await kafka.start()
             except Exception:
+                app.state.quota_store.close()
                 app.state.consumer_instances.close()
                 if own:
                     app.state.broker.close()
@@ -171,6 +176,7 @@ def create_app(
             if metrics.object_store is not None:
                 metrics.object_store.stop()
             app.state.security.close()
+            app.state.quota_store.close()
 
     app = Gateway(
         title="topiclake",

@@ -1,8 +1,8 @@
 """``topiclake``: the command line. Every option can also come from the environment (``TOPICLAKE_*``).
 
 One module per command family: ``serve`` (and ``version``), ``topics``, ``produce``, ``consume`` (also as a
-group member, see ``_group_consumer``), ``groups``, ``cluster`` (describe the brokers), ``jobs`` (the Spark
-jobs) and ``sql``; ``_app`` holds the Typer app and shared options.
+group member, see ``_group_consumer``), ``groups``, ``acls``, ``users``, ``quotas``, ``cluster`` (describe
+the brokers), ``jobs`` (the Spark jobs) and ``sql``; ``_app`` holds the Typer app and shared options.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import typer
 
-from topiclake.cli import acls, cluster, consume, groups, jobs, produce, serve, sql, topics, users
+from topiclake.cli import acls, cluster, consume, groups, jobs, produce, quotas, serve, sql, topics, users
 from topiclake.cli._app import app
 from topiclake.errors import TopiclakeError
 
@@ -25,6 +25,7 @@ __all__ = [
     "jobs",
     "main",
     "produce",
+    "quotas",
     "run",
     "serve",
     "sql",

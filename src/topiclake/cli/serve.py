@@ -111,7 +111,7 @@ def serve(
         str | None,
         typer.Option(help="This broker's rack, reported in metadata.", envvar="TOPICLAKE_BROKER__RACK"),
     ] = None,
-    # -- quotas per principal (docs/quotas.md; per-principal overrides: TOPICLAKE_QUOTA_OVERRIDES) -----------
+    # -- quotas per principal (docs/quotas.md; per user: `topiclake quotas`, in _system/quotas) -------------
     quota_produce_bytes_per_s: Annotated[
         float | None,
         typer.Option(

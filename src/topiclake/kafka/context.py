@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from topiclake.platform import Broker
 from topiclake.security import ANONYMOUS, Principal, Security
+from topiclake.security.quota_store import QuotaStore
 
 T = TypeVar("T")
 
@@ -54,6 +55,7 @@ class Context:
         state: Per-listener state that handlers keep (groups of the classic protocol, ...).
         security: Authentication and ACLs (open when auth is off).
         sasl_mechanisms: The SASL mechanisms this listener offers (empty when auth is off).
+        quota_store: The warehouse's ``_system/quotas`` (Describe/AlterClientQuotas), if the gateway keeps it.
     """
 
     broker: Broker
@@ -64,6 +66,7 @@ class Context:
     state: dict[str, Any] = field(default_factory=dict)
     security: Security = field(default_factory=Security.open)
     sasl_mechanisms: tuple[str, ...] = ()
+    quota_store: QuotaStore | None = None
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking call on the listener's threads (in the caller's context: its ``CLIENT``)."""

@@ -29,6 +29,7 @@ from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
 from topiclake.security import ANONYMOUS, Security
 from topiclake.security.inter_broker import CLIENT
+from topiclake.security.quota_store import QuotaStore
 from topiclake.security.quotas import Quotas
 from topiclake.security.tls import PrincipalMapper, peer_principal
 
@@ -69,6 +70,7 @@ class KafkaListener:
         principal_mapper: How a client certificate's DN becomes its principal (default: the whole DN).
         sasl_mechanisms: Comma-separated SASL mechanisms to offer (:func:`topiclake.kafka.sasl.mechanisms`).
         quotas: Client quotas per principal (shared with HTTP; kafka/quota.py), none by default.
+        quota_store: Where the quotas are kept (``_system/quotas``), for Describe/AlterClientQuotas.
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class KafkaListener:
         sasl_mechanisms: str | None = None,
         principal_mapper: PrincipalMapper | None = None,
         quotas: Quotas | None = None,
+        quota_store: QuotaStore | None = None,
     ) -> None:
         self.broker = broker
         self.quotas = quotas
@@ -103,6 +106,7 @@ class KafkaListener:
             ThreadPoolExecutor(max_workers=64, thread_name_prefix="kafka-poll"),
         )
         self.context.security = security or Security.open()
+        self.context.quota_store = quota_store
         self.context.sasl_mechanisms = sasl.mechanisms(
             self.context.security, tls is not None, sasl_mechanisms
         )

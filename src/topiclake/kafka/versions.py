@@ -42,6 +42,8 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
 }
 
 

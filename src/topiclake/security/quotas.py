@@ -8,24 +8,28 @@ HTTP answers 429 with ``Retry-After`` *before* reading anything of a request whi
 debt (so nothing accepted is ever dropped); the Kafka listener answers with ``throttle_time_ms`` and holds
 the answer back that long, as Kafka brokers do.
 
-Limits: the defaults (settings ``quota_*``; 0 = unlimited) and per-principal overrides (setting
-``quota_overrides``, Kafka's ``kafka-configs --entity-type users --entity-name alice``). Accounting is a
-few float operations under one lock per request, never per record.
+Limits, most specific first: a user's quotas in ``_system/quotas`` (:mod:`.quota_table`, set with
+``topiclake quotas set``, Kafka's ``kafka-configs --entity-type users`` or AlterClientQuotas; applied by
+:meth:`Quotas.configure`), the deprecated per-principal overrides of the setting ``quota_overrides``, the
+default user's quotas in ``_system/quotas``, the settings ``quota_*`` (0 = unlimited). Accounting is a few
+float operations under one lock per request, never per record.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from functools import cached_property
 
 from topiclake.errors import InvalidConfig
 
 __all__ = ["QuotaKind", "QuotaLimits", "Quotas", "quotas_from_settings"]
+
+logger = logging.getLogger(__name__)
 
 
 class QuotaKind(StrEnum):
@@ -91,18 +95,35 @@ class Quotas:
     overrides: Mapping[str, QuotaLimits] = field(default_factory=dict)
     burst_s: float = 1.0
     clock: Callable[[], float] = time.monotonic
+    #: Whether any principal has any limit (listeners skip all accounting otherwise); asked on every
+    #: request, so kept up to date by :meth:`configure` rather than worked out each time.
+    enabled: bool = field(default=False, init=False)
+    _default: QuotaLimits = field(default_factory=QuotaLimits, init=False, repr=False)
+    _limits: Mapping[str, QuotaLimits] = field(default_factory=dict, init=False, repr=False)
     _buckets: dict[tuple[str, str, QuotaKind], _Bucket] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    @cached_property
-    def enabled(self) -> bool:
-        """Whether any principal has any limit (listeners skip all accounting otherwise). Limits are fixed
-        at start, so this is worked out once: it is asked on every request."""
-        return not self.default.unlimited or any(not o.unlimited for o in self.overrides.values())
+    def __post_init__(self) -> None:
+        self.configure({})
+
+    def configure(self, configured: Mapping[str | None, Mapping[QuotaKind, float]]) -> None:
+        """Apply the quotas of ``_system/quotas``: principal (None: the default user) -> kind -> limit.
+
+        A principal's configured kinds win over its ``overrides`` entry, which wins over the default
+        user's configured kinds, which win over :attr:`default`. Buckets keep their state; a new rate
+        applies from the next request.
+        """
+        default = _overlay(self.default, configured.get(None, {}))
+        limits = dict(self.overrides)
+        for principal, kinds in configured.items():
+            if principal is not None:
+                limits[principal] = _overlay(limits.get(principal, default), kinds)
+        self._default, self._limits = default, limits  # swapped whole: readers need no lock
+        self.enabled = not default.unlimited or any(not o.unlimited for o in limits.values())
 
     def limits(self, principal: str) -> QuotaLimits:
         """The limits of a principal."""
-        return self.overrides.get(principal, self.default)
+        return self._limits.get(principal, self._default)
 
     def _bucket(self, principal: str, client: str, kind: QuotaKind, rate: float, now: float) -> _Bucket:
         burst = rate * self.burst_s
@@ -151,6 +172,10 @@ class Quotas:
         return max((self.throttle_ms(principal, k, client) for k in kinds), default=0)
 
 
+def _overlay(base: QuotaLimits, kinds: Mapping[QuotaKind, float]) -> QuotaLimits:
+    return replace(base, **{k.value: float(v) for k, v in kinds.items()}) if kinds else base
+
+
 def _debt_ms(tokens: float, rate: float) -> int:
     return 0 if tokens >= 0 else math.ceil(-tokens / rate * 1000)
 
@@ -167,6 +192,12 @@ def quotas_from_settings(
         InvalidConfig: An override names an unknown quota or a negative limit.
     """
     default = QuotaLimits(float(produce_bytes_per_s), float(fetch_bytes_per_s), float(request_rate))
+    if overrides:
+        logger.warning(
+            "quota_overrides (TOPICLAKE_QUOTA_OVERRIDES) is deprecated: it still applies, but set quotas "
+            "per user with `topiclake quotas set` or AlterClientQuotas (_system/quotas, docs/quotas.md); "
+            "a user's quotas there win over its entry here"
+        )
     parsed = {}
     for principal, raw in overrides.items():
         try:
