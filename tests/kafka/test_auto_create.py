@@ -96,6 +96,15 @@ def test_http_produce_creates_a_topic_on_every_api(auto: KafkaGateway) -> None:
     for name in ("new.native", "new.v2", "new.v3"):
         assert auto.gw.broker.describe_topic(name).partitions == 3
         assert len(table_rows(auto.gw, name)) == 1
+    # a request that is not well formed is refused and creates nothing
+    bad = [
+        httpx.post(f"{url}/v1/topics/bad.native/records", json=None),
+        httpx.post(f"{url}/v1/topics/bad.native/records", json={"records": []}),
+        httpx.post(f"{url}/topics/bad.v2", content=b"{not json", headers={"content-type": v2}),
+        httpx.post(f"{url}/v3/clusters/{cluster}/topics/bad.v3/records:batch", json={"entries": []}),
+    ]
+    assert [r.status_code // 100 for r in bad] == [4, 4, 4, 4], [r.text for r in bad]
+    assert not {t.name for t in auto.gw.broker.list_topics()} & {"bad.native", "bad.v2", "bad.v3"}
 
 
 def test_off_means_unknown_topic_as_in_kafka(no_auto: KafkaGateway) -> None:

@@ -38,7 +38,11 @@ def fuzz_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gat
     warehouse = tmp_path_factory.mktemp("fuzz") / "wh"
     # consumer instances never expire during the run: an expiry's commit would be a background write
     overrides = {"consumer_instance_timeout_ms": 3_600_000}
-    gw, server, thread = start_gateway(warehouse, settings_overrides=overrides)
+    # topics are not created on first use here: every random topic name a fuzzed produce is given would
+    # become a topic (tests/kafka/test_auto_create.py proves auto-creation, and that a 4xx creates nothing)
+    gw, server, thread = start_gateway(
+        warehouse, settings_overrides=overrides, auto_create_topics_enable=False
+    )
     try:
         yield gw, warehouse
     finally:

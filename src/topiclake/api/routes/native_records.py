@@ -119,8 +119,8 @@ async def produce(
     if encoding not in codec.ENCODINGS:
         raise InvalidRecord(f"unknown encoding {encoding!r}: use json, binary or string")
     mt = require_media(request, (JSON, NDJSON, ARROW))
-    await ensure_topic(request, broker, topic)
     if mt == NDJSON:
+        await ensure_topic(request, broker, topic)  # a stream's answer is 200 with one result per line
         await run_in_threadpool(
             broker.describe_topic, topic
         )  # an unknown topic is a 404, not a stream of errors
@@ -130,7 +130,7 @@ async def produce(
         )
     body = await read_body(request, settings.max_request_bytes)
     if mt == ARROW:
-        return await _produce_arrow(body, broker, metrics, topic, partition, ack, started)
+        return await _produce_arrow(request, body, broker, metrics, topic, partition, ack, started)
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -140,6 +140,8 @@ async def produce(
     if not doc["records"]:
         raise HTTPError(422, 42206, "records must not be empty", "invalid_request")
     producer = producer_from_json(doc.get("producer"))
+    # created (auto.create.topics.enable) only for a request that is well formed: a 4xx changes nothing
+    await ensure_topic(request, broker, topic)
     if doc.get("key_schema_id") is not None or doc.get("value_schema_id") is not None:
         serialize = await run_in_threadpool(  # records framed with registered schemas (docs/schemas.md)
             schema_rest.native_serializer,
@@ -171,6 +173,7 @@ async def produce(
 
 
 async def _produce_arrow(
+    request: Request,
     body: bytes,
     broker: Broker,
     metrics: Any,
@@ -185,6 +188,7 @@ async def _produce_arrow(
         table = pa.ipc.open_stream(body).read_all()
     except (pa.ArrowInvalid, OSError) as exc:
         raise HTTPError(400, 40002, f"body is not an Arrow IPC stream: {exc}", "invalid_arrow") from exc
+    await ensure_topic(request, broker, topic)
     part, count, base = await run_in_threadpool(broker.produce_arrow, topic, partition, table, acks=ack)
     nbytes = sum(table[c].nbytes for c in ("key", "value") if c in table.column_names)
     metrics.produced(topic, count, nbytes, "native-arrow", ack, started)

@@ -281,6 +281,16 @@ def _answer(records: Sequence[Record], results: Sequence[RecordResult]) -> _Answ
     return {"key_schema_id": None, "value_schema_id": None, "offsets": offsets}, status, written, nbytes
 
 
+def _well_formed(body: bytes) -> bool:
+    """Whether a v2 produce body is a JSON object with a non-empty ``records`` array (what every format
+    needs before any record is looked at)."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("records"), list) and bool(doc["records"])
+
+
 def _produce(
     broker: Broker, topic: str, body: bytes, fmt: str, partition_raw: str | None, registry: Any = None
 ) -> _Answer:
@@ -307,7 +317,9 @@ async def _produce_route(
     started = time.perf_counter()
     fmt = _embedded_format(request)
     body = await http.read_body(request, settings.max_request_bytes)
-    await ensure_topic(request, broker, topic)
+    # created (auto.create.topics.enable) only for a body that can be records: a 4xx changes nothing
+    if broker.open_log(topic) is None and broker.config.auto_create_topics_enable and _well_formed(body):
+        await ensure_topic(request, broker, topic)
     registry = request.app.state.schema_registry
     answer, status, written, nbytes = await run_in_threadpool(
         _produce, broker, topic, body, fmt, partition, registry

@@ -266,7 +266,8 @@ async def produce_batch(
 ) -> Response:
     negotiate(request, (JSON,))
     body = await json_body(request, settings)
-    await _open_topic(request, broker, cluster_id, topic_name)
+    check_cluster(broker, cluster_id)
+    check_topic_name(topic_name)
     entries = body.get("entries") if isinstance(body, dict) else None
     if not isinstance(entries, list):
         raise bad_request('the body must be {"entries": [...]}')
@@ -274,6 +275,7 @@ async def produce_batch(
         raise bad_request("the batch is empty")
     if len(entries) > MAX_BATCH_ENTRIES:
         raise bad_request(f"the batch has {len(entries)} entries; at most {MAX_BATCH_ENTRIES} are allowed")
+    await _open_topic(request, broker, cluster_id, topic_name)  # created only for a well-formed batch
     ids = [en.get("id") if isinstance(en, dict) else None for en in entries]
     if len(set(map(str, ids))) != len(ids):
         raise bad_request("the entry ids of a batch must be distinct")
