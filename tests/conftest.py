@@ -5,58 +5,44 @@ developer's own services (8081 for the schema registry, 9092 for Kafka): those l
 test asks for one with an explicit, free port (a command-line option wins over the environment). Ports
 come from :func:`topiclake.process.free_port`, which no two workers share.
 
-``make test`` runs on every core with ``--dist loadgroup``: single tests are dealt out one by one, but a
-test that shares an expensive fixture stays with the others sharing it (an ``xdist_group``):
+``make test`` runs on every core (``-n auto --dist loadgroup``) with the scheduler below, which deals out
+whole test files, biggest first:
 
-- every test that starts Spark (tests/spark and Spark's Kafka connector) runs on one worker, in one
+- every test that starts Spark (tests/spark and Spark's Kafka connector) is one unit on one worker, in one
   session-scoped Spark session, so there is one Spark JVM at a time;
-- the tests of a module with a module-scoped fixture (a secured gateway, a cluster, a console) run on one
-  worker, which starts that fixture once.
+- any other file is one unit, so a module-scoped fixture (a secured gateway, a cluster, a console) starts
+  once.
 
-Single tests marked ``slow`` are dealt out before the others.
+(xdist's own ``xdist_group`` marks do nothing under pytest 9.2: xdist 3.8 renames ``item._nodeid``, which
+pytest no longer reads.)
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
-import pytest
+from typing import Any
 
 os.environ.setdefault("TOPICLAKE_SCHEMA_REGISTRY_PORT", "0")
 os.environ.setdefault("TOPICLAKE_KAFKA_PORT", "0")
 
-_TESTS = Path(__file__).parent
-#: Tests outside tests/spark that start a Spark JVM of their own.
-_SPARK_ELSEWHERE = frozenset({"kafka/test_spark.py"})
-_SHARED_SCOPES = frozenset({"class", "module", "package"})
+#: Test files outside tests/spark that start a Spark JVM of their own.
+_SPARK_ELSEWHERE = frozenset({"tests/kafka/test_spark.py"})
 
 
-def _group(item: pytest.Item) -> str | None:
-    """The xdist group of ``item``: ``spark``, its module's path, or None (free to go anywhere)."""
-    try:
-        module = item.path.relative_to(_TESTS).as_posix()
-    except ValueError:
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: ``spark``, or its file."""
+    module = nodeid.split("::", 1)[0]
+    return "spark" if module.startswith("tests/spark/") or module in _SPARK_ELSEWHERE else module
+
+
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
+    """Under ``--dist loadgroup``: xdist's load-scope scheduler over :func:`work_unit`."""
+    if config.getvalue("dist") != "loadgroup":
         return None
-    if module.startswith("spark/") or module in _SPARK_ELSEWHERE:
-        return "spark"
-    info = getattr(item, "_fixtureinfo", None)
-    if info is not None:
-        for defs in info.name2fixturedefs.values():
-            if any(d.scope in _SHARED_SCOPES for d in defs):
-                return module
-    return None
+    from xdist.scheduler import LoadScopeScheduling
 
+    class _ByUnit(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    grouped: set[str] = set()
-    for item in items:
-        group = _group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-            grouped.add(item.nodeid)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        # xdist deals out the biggest groups first, then single tests in this order: the slow ones first,
-        # so that no slow test is left to run alone at the end (the sort is stable, as every worker's is)
-        items.sort(key=lambda i: i.nodeid in grouped or i.get_closest_marker("slow") is None)
+    return _ByUnit(config, log)
