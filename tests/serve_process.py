@@ -40,6 +40,12 @@ def serving(
         warehouse,
         "--port",
         str(port),
+        # never the well-known 8081 and 9092 (another worker's or a developer's broker may hold them);
+        # a test that wants a listener passes its port in args (the last value of an option wins)
+        "--schema-registry-port",
+        "0",
+        "--kafka-port",
+        "0",
         *args,
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
