@@ -48,7 +48,12 @@ POLL_S = 0.02
 #: On object storage, how often a table whose log committed nothing is still looked at (other writers'
 #: commits, checkpoints due), seconds: a round costs a LIST and a GET or two, billed (issue 28).
 IDLE_ROUND_S = 60.0
-#: How long a local topic table keeps tombstones in its checkpoints (see TableMaintainer._short_tombstones).
+#: How long a local topic table keeps tombstones (``delta.deletedFileRetentionDuration``, set by the topic
+#: log when it opens the table). Compaction on the local append path removes every appended file, a few
+#: hundred a second under load: with Delta's week of tombstones each checkpoint carried all of them (4,900
+#: after 30 s of the sustained benchmark against 225 live files), took longer every round and starved
+#: compaction. What tombstones protected, VACUUM's window, the modification time now gives: a rewrite
+#: touches the files it removes (_local_compaction.py) and the vacuum is a full one, by listing.
 TOMBSTONE_RETENTION_S = 60
 
 
@@ -194,8 +199,6 @@ class TableMaintainer:
         version = dt.version()
         if version - max(self.stats.last_checkpoint_version, 0) < self._config.checkpoint_interval:
             return
-        if self._local:
-            self._short_tombstones(dt)
         dt.create_checkpoint()
         if active_leases(self._storage, self.topic):
             self.stats.cleanups_held += 1  # a reader holds the log whole (platform/storage/leases.py)
@@ -204,24 +207,6 @@ class TableMaintainer:
         self.stats.checkpoints += 1
         self.stats.last_checkpoint_version = version
         logger.debug("topic %s: checkpoint at version %d, old log entries cleaned", self.topic, version)
-
-    def _short_tombstones(self, dt: DeltaTable) -> None:
-        """Keep the table's tombstones (``remove`` actions) :data:`TOMBSTONE_RETENTION_S` in its
-        checkpoints rather than Delta's week.
-
-        Compaction on the local append path removes every appended file, a few hundred a second under
-        load: with a week of tombstones each checkpoint carried all of them (4,900 after 30 s of the
-        sustained benchmark against 225 live files), took longer every round and starved compaction. What
-        the tombstones protected, VACUUM's retention, the modification time now gives: a rewrite touches
-        the files it removes (_local_compaction.py) and the vacuum is a full one, by listing.
-        """
-        wanted = f"interval {TOMBSTONE_RETENTION_S} seconds"
-        if dt.metadata().configuration.get("delta.deletedFileRetentionDuration") == wanted:
-            return
-        with self._hold():  # a delta-rs commit beside the local appends, like vacuum's
-            dt.update_incremental()
-            dt.alter.set_table_properties({"delta.deletedFileRetentionDuration": wanted})
-        logger.info("topic %s: tombstones kept %d s", self.topic, TOMBSTONE_RETENTION_S)
 
     def _compact(self, dt: DeltaTable) -> None:
         version = dt.version()
@@ -349,7 +334,7 @@ class TableMaintainer:
                 retention_hours=self._config.vacuum_retention_hours,
                 dry_run=False,
                 enforce_retention_duration=False,
-                # local tables keep tombstones briefly (_short_tombstones): a lite vacuum, which deletes
+                # local tables keep tombstones briefly (TOMBSTONE_RETENTION_S): a lite vacuum, which deletes
                 # only files of unexpired tombstones, would never delete what compaction removed
                 full=self._local,
             )

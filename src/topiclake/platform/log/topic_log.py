@@ -42,7 +42,7 @@ from topiclake.platform.log.append_handle import AppendHandle, PendingBatch
 from topiclake.platform.log.fast_append import LocalAppender
 from topiclake.platform.log.file_cache import SmallFileCache
 from topiclake.platform.log.file_index import FileIndex
-from topiclake.platform.log.maintenance import TableMaintainer, log_retention_property
+from topiclake.platform.log.maintenance import TOMBSTONE_RETENTION_S, TableMaintainer, log_retention_property
 from topiclake.platform.log.object_append import ObjectAppender
 from topiclake.platform.log.partition_offsets import record_partition_offsets
 from topiclake.platform.log.producer_state import ProducerStates, decode_state, producer_app_id
@@ -157,15 +157,16 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         except FOREIGN_ERRORS as exc:
             raise StorageError(f"cannot open topic table {self.uri}: {exc}", topic=self.topic) from exc
         self._check_table(dt)
-        wanted = self._table_properties()["delta.logRetentionDuration"]
-        if (
-            self._config.maintenance
-            and dt.metadata().configuration.get("delta.logRetentionDuration") != wanted
-        ):
+        # the windows maintenance keeps to, set once at open (never later, beside a job's commit)
+        props = self._table_properties()
+        kept = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
+        conf = dt.metadata().configuration
+        changes = {k: props[k] for k in kept if k in props and conf.get(k) != props[k]}
+        if self._config.maintenance and changes:
             try:
-                dt.alter.set_table_properties({"delta.logRetentionDuration": wanted})
+                dt.alter.set_table_properties(changes)
             except FOREIGN_ERRORS as exc:  # another broker or job changed the table: try next time
-                logger.warning("topic %s: cannot set the log retention: %s", self.topic, exc)
+                logger.warning("topic %s: cannot set %s: %s", self.topic, sorted(changes), exc)
         return dt
 
     def _object_appender(self) -> ObjectAppender | None:
@@ -188,6 +189,10 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         props["delta.checkpointInterval"] = str(self._config.checkpoint_interval)
         if self._config.maintenance:
             props["delta.logRetentionDuration"] = log_retention_property(self._config.log_retention_ms)
+            if self._storage.is_local and self._config.local_append:
+                # compaction removes every appended file: a week of tombstones would swell each checkpoint
+                # (the modification time keeps VACUUM's window instead: see _local_compaction.py)
+                props["delta.deletedFileRetentionDuration"] = f"interval {TOMBSTONE_RETENTION_S} seconds"
         else:
             props["delta.logRetentionDuration"] = "interval 30 days"
         return props
