@@ -99,13 +99,23 @@ class TopicTable:
         self.options = storage.options()
         self.local = storage.is_local
         self._fs = storage.filesystem(self.uri)
+        self._dt: DeltaTable | None = None
 
     def delta_table(self) -> DeltaTable:
-        """The table's latest version; loaded again when log cleanup removed an entry delta-rs had just
-        listed (``File not found: .../_delta_log/N.json``: a race, not a broken table)."""
+        """The table's latest version: the handle of the last call brought up to date (only the new log
+        entries are read: on S3 a fresh load read every entry since the last checkpoint, hundreds, and a
+        sample took ~55 s on a loaded store), else loaded afresh; loaded again when log cleanup removed an
+        entry delta-rs had just listed (``File not found: .../_delta_log/N.json``: a race)."""
+        if self._dt is not None:
+            try:
+                self._dt.update_incremental()
+                return self._dt
+            except DeltaError:
+                self._dt = None  # its next entries were cleaned up: load from the checkpoint
         for attempt in range(10):
             try:
-                return DeltaTable(self.uri, storage_options=self.options)
+                self._dt = DeltaTable(self.uri, storage_options=self.options)
+                return self._dt
             except DeltaError:
                 if attempt == 9:
                     raise
