@@ -28,8 +28,9 @@ class Served:
 def serving(
     warehouse: str, env: dict[str, str], args: Sequence[str] = (), timeout: float = 60
 ) -> Iterator[Served]:
-    """Run ``topiclake serve --warehouse W --port <free>`` with exactly ``env``; yield once /readyz
-    answers; SIGTERM it after, its output in :attr:`Served.output`."""
+    """Run ``topiclake serve --warehouse W --port <free>`` with ``env`` (the schema registry and Kafka
+    listeners off unless it or ``args`` turn them on); yield once /readyz answers; SIGTERM it after, its
+    output in :attr:`Served.output`."""
     port = free_port()
     cmd = [
         sys.executable,
@@ -48,6 +49,8 @@ def serving(
         "0",
         *args,
     ]
+    # never the well-known ports of a developer's own services or of another test's broker (tests/conftest.py)
+    env = {"TOPICLAKE_SCHEMA_REGISTRY_PORT": "0", "TOPICLAKE_KAFKA_PORT": "0", **env}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     served = Served(f"http://127.0.0.1:{port}", proc)
     try:
