@@ -14,6 +14,7 @@ from deltalake import DeltaTable
 
 from topiclake.errors import OffsetOutOfRange, StorageError
 from topiclake.platform.log._base import FOREIGN_ERRORS, LogBase
+from topiclake.platform.log.file_cursors import FileCursors
 from topiclake.platform.log.file_index import DataFile, FileIndex, build_index, read_file, read_files
 from topiclake.platform.log.tail_cache import bounded_concat
 from topiclake.platform.records import FetchResult
@@ -24,6 +25,15 @@ logger = logging.getLogger("topiclake.platform.log.topic_log")  # one logger for
 
 class LogReads(LogBase):
     """Read committed records."""
+
+    _file_cursors: FileCursors | None = None  # made on the first read of a big file
+
+    @property
+    def _cursors(self) -> FileCursors:
+        with self._index_lock:
+            if self._file_cursors is None:
+                self._file_cursors = FileCursors()
+            return self._file_cursors
 
     # ------------------------------------------------------------------ read
 
@@ -97,7 +107,7 @@ class LogReads(LogBase):
             records = self._read_table(partition, offset, max_records, max_bytes, hwm)
         if records is None:
             records = TOPIC_SCHEMA.empty_table()
-        else:
+        elif records.num_rows and int(records["offset"][-1].as_py()) >= hwm:  # ordered: one look suffices
             records = records.filter(pc.less(records["offset"], hwm))
         next_offset = int(records["offset"][-1].as_py()) + 1 if records.num_rows else offset
         return FetchResult(self.topic, partition, records, hwm, start, next_offset)
@@ -126,6 +136,16 @@ class LogReads(LogBase):
         moves on to the next file.
         """
         start = offset
+        cache = self._file_cache
+        if candidates and (cache is None or not cache.keeps(candidates[0].size_bytes)):
+            first = candidates[0]  # a big file no other overlaps: read on from where the last fetch stopped
+            if all(f.min_offset > first.max_offset for f in candidates[1:]):
+                rows = self._cursors.read(self._fs, first, start, max_records, max_bytes)
+                if rows is not None:
+                    return rows
+        cached = self._read_cached(candidates, start, max_records, max_bytes)
+        if cached is not None:
+            return cached
         while candidates:
             window_end = start + max_records
             wanted = [f for f in candidates if f.min_offset < window_end]
@@ -146,6 +166,33 @@ class LogReads(LogBase):
             start = min(f.min_offset for f in later)
             candidates = later
         return None
+
+    def _read_cached(
+        self, candidates: list[DataFile], start: int, max_records: int, max_bytes: int
+    ) -> pa.Table | None:
+        """Records from ``start`` on out of small files already decoded in the cache, in a row.
+
+        Slices of the cached tables, up to the limits, with nothing copied; None when the first file is
+        not cached or files overlap (the general path reads them, and caches them for the next fetch).
+        """
+        cache = self._file_cache
+        pieces: list[pa.Table] = []
+        count = size = 0
+        previous_max = -1
+        for f in candidates:
+            if pieces and f.min_offset <= previous_max:
+                return None
+            table = cache.get(f.path) if cache is not None and cache.keeps(f.size_bytes) else None
+            if table is None or count >= max_records or size >= max_bytes:
+                break
+            if f.min_offset < start:
+                table = table.slice(int(pc.sum(pc.less(table["offset"], start)).as_py() or 0))
+            if table.num_rows:
+                pieces.append(table)
+                count += table.num_rows
+                size += table.nbytes
+            previous_max = f.max_offset
+        return bounded_concat(pieces, max_records, max_bytes) if pieces else None
 
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
         """The earliest offset whose timestamp is >= ``timestamp_ms``, or None if there is none."""
