@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from aiokafka.record.util import calc_crc32c
+from aiokafka.record.default_records import DefaultRecordBatch
 
+from topiclake.kafka.batch_encoder import encode_table
 from topiclake.platform.log.rows import Rows
-from topiclake.schemas import LOG_APPEND_TIME
 
 _BATCH_HEAD = struct.Struct(">qiib")  # base offset, batch length, partition leader epoch, magic
-_ATTRIBUTES_OFFSET = 21
-_CRC_OFFSET = 17
-_TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 
@@ -123,50 +117,7 @@ def decode_rows(data: bytes) -> list[DecodedRows]:
 def encode(rows: pa.Table, leader_epoch: int = 0) -> bytes:
     """RecordBatch v2 bytes (uncompressed) for topic-table rows ordered by offset.
 
-    One batch per run of rows with the same timestamp type; offsets keep their gaps (compaction).
+    One batch per run of rows with the same timestamp type (and append time, for LogAppendTime); offsets
+    keep their gaps (compaction). Column at a time: :mod:`topiclake.kafka.batch_encoder`.
     """
-    if rows.num_rows == 0:
-        return b""
-    offsets = rows["offset"].to_pylist()
-    stamps = pc.cast(rows["timestamp"], pa.int64()).to_pylist()  # microseconds
-    types = rows["timestampType"].to_pylist()
-    keys = rows["key"].to_pylist()
-    values = rows["value"].to_pylist()
-    headers = rows["headers"].to_pylist()
-    out = bytearray()
-    start = 0
-    n = len(offsets)
-    while start < n:
-        end = start + 1
-        while end < n and types[end] == types[start]:
-            end += 1
-        out += _one_batch(offsets, stamps, types[start], keys, values, headers, start, end, leader_epoch)
-        start = end
-    return bytes(out)
-
-
-def _one_batch(
-    offsets: list[Any],
-    stamps: list[Any],
-    ts_type: int | None,
-    keys: list[Any],
-    values: list[Any],
-    headers: list[Any],
-    start: int,
-    end: int,
-    leader_epoch: int,
-) -> bytearray:
-    builder: Any = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 2**31 - 1)
-    base = offsets[start]
-    for i in range(start, end):
-        h = headers[i]
-        pairs = [(x["key"], x["value"]) for x in h] if h else []
-        builder.append(offsets[i] - base, stamps[i] // 1000, keys[i], values[i], pairs)
-    buf: bytearray = builder.build()
-    struct.pack_into(">q", buf, 0, base)
-    struct.pack_into(">i", buf, 12, leader_epoch)
-    if ts_type == LOG_APPEND_TIME:
-        attrs = struct.unpack_from(">h", buf, _ATTRIBUTES_OFFSET)[0] | _TIMESTAMP_TYPE_BIT
-        struct.pack_into(">h", buf, _ATTRIBUTES_OFFSET, attrs)
-        struct.pack_into(">I", buf, _CRC_OFFSET, calc_crc32c(bytes(buf[_ATTRIBUTES_OFFSET:])))
-    return buf
+    return encode_table(rows, leader_epoch)
