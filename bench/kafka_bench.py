@@ -11,6 +11,16 @@ one machine. Every load is bounded by a record count and a timeout.
     python bench/kafka_bench.py --records 200000
     python bench/kafka_bench.py --records 1000000 --anchor ../shared/tools/kafka-anchor.sh
     python bench/kafka_bench.py --records 100000 --profile     # py-spy samples the gateway per scenario
+    python bench/kafka_bench.py --records 300000 --only consume   # ConsumerPerformance, confluent-kafka
+    python bench/kafka_bench.py --only latency                   # EndToEndLatency acks=all
+
+``--only consume`` fills a 1- and a 3-partition topic with ProducerPerformance, then reads each twice with
+Kafka's ConsumerPerformance and with confluent-kafka's consumer (a group, ``fetch.queue.backoff.ms=0``):
+first right after the produce (the newest records in the tail cache, the rest in the small files just
+written), then once the broker's compaction has merged those files (history). ``--only latency`` runs
+Kafka's EndToEndLatency (acks=all: send, ack, poll back, one record at a time) and 32 confluent-kafka
+producers with one synchronous acks=all send each (the anchor's row uses Java); ``--only consume,latency``
+runs both. The anchor (``--anchor``) runs ``ONLY=cmp`` for these, so Kafka's rows come from the same run.
 
 ``--profile`` writes ``bench/results/kafka_profile_<n>.txt`` per scenario: py-spy's collapsed stacks
 (``--nonblocking``, every thread, idle excluded), the input of any flame-graph tool.
@@ -28,7 +38,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -79,6 +92,102 @@ def confluent_produce(bootstrap: str, topic: str, records: int) -> dict[str, flo
     return {"records": float(records), "rec_per_s": records / elapsed}
 
 
+_CP_LINE = re.compile(r"^[\d-]+ [\d:.]+, [\d-]+ [\d:.]+, .*$", re.M)
+
+
+def consumer_performance(bootstrap: str, topic: str, records: int, group: str) -> dict[str, float]:
+    """Kafka's ConsumerPerformance (a group member, client defaults): records/s including the join."""
+    cmd = ["java", "-cp", classpath(), "org.apache.kafka.tools.ConsumerPerformance"]
+    cmd += ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records)]
+    cmd += ["--group", group, "--timeout", "60000"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    lines = _CP_LINE.findall(out.stdout)
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"ConsumerPerformance failed: {out.stdout[-1000:]} {out.stderr[-1000:]}")
+    f = [x.strip() for x in lines[-1].split(",")]
+    return {"records": float(f[4]), "rec_per_s": float(f[5]), "rec_per_s_excl_join": float(f[9])}
+
+
+def confluent_consume(bootstrap: str, topic: str, records: int, group: str) -> dict[str, float]:
+    """confluent-kafka group consumer (``fetch.queue.backoff.ms=0``), as the anchor's ck_consume."""
+    from confluent_kafka import Consumer
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "fetch.queue.backoff.ms": 0,
+        }
+    )
+    start = time.perf_counter()
+    deadline = start + 300
+    c.subscribe([topic])
+    got = 0
+    while got < records and time.perf_counter() < deadline:
+        got += sum(1 for m in c.consume(num_messages=10000, timeout=1.0) if m.error() is None)
+    elapsed = time.perf_counter() - start
+    c.close()
+    if got < records:
+        raise RuntimeError(f"consumed {got} of {records}")
+    return {"records": float(got), "rec_per_s": got / elapsed}
+
+
+_E2E = re.compile(r"Avg latency: ([\d.]+) ms.*?50th = (\d+), 99th = (\d+)", re.S)
+
+
+def end_to_end_latency(bootstrap: str, topic: str, records: int) -> dict[str, float]:
+    """Kafka's EndToEndLatency, acks=all, 100-byte records (the tool reports whole milliseconds)."""
+    cmd = ["java", "-cp", classpath(), "org.apache.kafka.tools.EndToEndLatency"]
+    cmd += [bootstrap, topic, str(records), "all", "100"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    m = _E2E.search(out.stdout)
+    if out.returncode != 0 or m is None:
+        raise RuntimeError(f"EndToEndLatency failed: {out.stdout[-1000:]} {out.stderr[-1000:]}")
+    return {"records": float(records), "rec_per_s": 0.0, "avg_ms": float(m[1]), "p99_ms": float(m[3])}
+
+
+def sync_producers(bootstrap: str, topic: str, threads: int, per_thread: int) -> dict[str, float]:
+    """``threads`` confluent-kafka producers, each one synchronous acks=all send at a time (produce, then
+    flush): records/s and the p99 of one send, as the anchor's 32-producer row (there: Java)."""
+    from confluent_kafka import Producer
+
+    lat: list[float] = []
+    lock = threading.Lock()
+
+    def run() -> None:
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+        p.produce(topic, b"w")
+        p.flush(30)  # connected and warm before the clock starts
+        barrier.wait()
+        mine = []
+        for _ in range(per_thread):
+            t0 = time.perf_counter()
+            p.produce(topic, b"x" * 100)
+            if p.flush(30):
+                raise RuntimeError("send not acknowledged in 30 s")
+            mine.append(time.perf_counter() - t0)
+        with lock:
+            lat.extend(mine)
+
+    barrier = threading.Barrier(threads + 1)
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for w in workers:
+        w.join(300)
+    elapsed = time.perf_counter() - start
+    lat.sort()
+    return {
+        "records": float(len(lat)),
+        "rec_per_s": len(lat) / elapsed,
+        "avg_ms": sum(lat) / len(lat) * 1000,
+        "p99_ms": lat[int(0.99 * (len(lat) - 1))] * 1000,
+    }
+
+
 def _spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
     """py-spy sampling process ``pid`` (all threads, without pausing it) into ``out`` until SIGINT."""
     out.parent.mkdir(exist_ok=True)
@@ -101,46 +210,100 @@ SCENARIOS = [
 ]
 
 
+def _wait_compacted(warehouse: Path, topic: str, timeout_s: float = 90) -> int:
+    """Wait until the broker's compaction stops merging ``topic``'s files; returns its active files."""
+    from deltalake import DeltaTable
+
+    from topiclake.platform.storage import Storage
+
+    storage = Storage(str(warehouse))
+    uri = storage.topic_uri(topic)
+    deadline = time.monotonic() + timeout_s
+    seen: list[int] = []
+    while time.monotonic() < deadline:
+        seen.append(len(DeltaTable(uri, storage_options=storage.options()).file_uris()))
+        if len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]:
+            break
+        time.sleep(3)
+    return seen[-1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--anchor", help="path of kafka-anchor.sh: also measure Apache Kafka (ONLY=a)")
+    parser.add_argument("--anchor", help="path of kafka-anchor.sh: also measure Apache Kafka")
     parser.add_argument("--profile", action="store_true", help="py-spy the gateway during each scenario")
+    parser.add_argument(
+        "--only", default="produce", help="comma-separated: produce, consume, latency, or all of them: all"
+    )
     args = parser.parse_args()
+    only = {"produce", "consume", "latency"} if args.only == "all" else set(args.only.split(","))
     rows: list[dict[str, object]] = []
+    n = args.records
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         gw = GatewayProcess(Path(tmp) / "wh", Path(tmp) / "gateway.log", kafka_port=port)
         bootstrap = f"127.0.0.1:{port}"
-        try:
-            for i, (label, parts, props) in enumerate(SCENARIOS):
-                topic = f"pp{i}"
-                httpx.post(f"{gw.url}/v1/topics", json={"name": topic, "partitions": parts}, timeout=30)
-                spy = _spy(gw.proc.pid, RESULTS / f"kafka_profile_{i}.txt") if args.profile else None
-                try:
-                    measured = producer_performance(bootstrap, topic, args.records, props)
-                finally:
-                    if spy is not None:
-                        spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
-                        spy.wait(60)
-                rows.append({"target": "topiclake", "scenario": label, **measured})
-                print(rows[-1], flush=True)
-            httpx.post(f"{gw.url}/v1/topics", json={"name": "ck", "partitions": 1}, timeout=30)
-            rows.append(
-                {
-                    "target": "topiclake",
-                    "scenario": "confluent-kafka async produce 1p acks=all",
-                    **confluent_produce(bootstrap, "ck", args.records),
-                }
-            )
+        step = iter(range(1000))
+
+        def measure(label: str, fn: Callable[[], dict[str, float]]) -> None:
+            i = next(step)
+            spy = _spy(gw.proc.pid, RESULTS / f"kafka_profile_{i}.txt") if args.profile else None
+            try:
+                measured = fn()
+            finally:
+                if spy is not None:
+                    spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                    spy.wait(60)
+            rows.append({"target": "topiclake", "scenario": label, **measured, "rss_mib": gw.rss_mb()})
             print(rows[-1], flush=True)
+
+        def create(topic: str, parts: int) -> None:
+            httpx.post(f"{gw.url}/v1/topics", json={"name": topic, "partitions": parts}, timeout=30)
+
+        try:
+            if "produce" in only:
+                for i, (label, parts, props) in enumerate(SCENARIOS):
+                    create(f"pp{i}", parts)
+                    measure(label, partial(producer_performance, bootstrap, f"pp{i}", n, props))
+                create("ck", 1)
+                measure(
+                    "confluent-kafka async produce 1p acks=all",
+                    partial(confluent_produce, bootstrap, "ck", n),
+                )
+            if "consume" in only:
+                fill = ["acks=all", "batch.size=1048576", "linger.ms=10"]
+                for parts in (1, 3):
+                    create(f"c{parts}", parts)
+                    producer_performance(bootstrap, f"c{parts}", n, fill)
+                    for when in ("just written", "compacted"):
+                        if when == "compacted":
+                            files = _wait_compacted(Path(tmp) / "wh", f"c{parts}")
+                            print(f"c{parts}: {files} active files", flush=True)
+                        measure(
+                            f"ConsumerPerformance {parts}p ({when})",
+                            partial(consumer_performance, bootstrap, f"c{parts}", n, f"cp-{parts}-{when[0]}"),
+                        )
+                        measure(
+                            f"confluent-kafka consume {parts}p ({when})",
+                            partial(confluent_consume, bootstrap, f"c{parts}", n, f"ck-{parts}-{when[0]}"),
+                        )
+            if "latency" in only:
+                create("e2e", 1)
+                measure("EndToEndLatency 1p acks=all", partial(end_to_end_latency, bootstrap, "e2e", 3000))
+                create("sync", 1)
+                measure(
+                    "32 confluent-kafka producers, one synchronous acks=all send each",
+                    partial(sync_producers, bootstrap, "sync", 32, 200),
+                )
         finally:
             gw.stop()
     anchor = ""
     if args.anchor:
-        env = {"KAFKA_VERSION": "4.4.0", **os.environ, "ONLY": "a", "N": str(args.records), "REPEATS": "1"}
+        mode = "a" if only == {"produce"} else "cmp"
+        env = {"KAFKA_VERSION": "4.4.0", **os.environ, "ONLY": mode, "N": str(args.records), "REPEATS": "1"}
         out = subprocess.run(["bash", args.anchor], capture_output=True, text=True, env=env, timeout=3600)
         anchor = out.stdout[-6000:]
     RESULTS.mkdir(exist_ok=True)
@@ -151,8 +314,8 @@ def main() -> int:
         "",
         f"Machine: {facts}",
         "",
-        "| target | scenario | records/s | avg ms | p99 ms |",
-        "|---|---|---|---|---|",
+        "| target | scenario | records/s | avg ms | p99 ms | broker RSS MiB |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [
@@ -161,10 +324,11 @@ def main() -> int:
             f"{r['rec_per_s']:.0f}",
             r.get("avg_ms", ""),
             r.get("p99_ms", ""),
+            f"{r['rss_mib']:.0f}" if r.get("rss_mib") else "",
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     if anchor:
-        lines += ["", "## Apache Kafka, same run (kafka-anchor.sh ONLY=a)", "", anchor]
+        lines += ["", f"## Apache Kafka, same run (kafka-anchor.sh ONLY={env['ONLY']})", "", anchor]
     (RESULTS / "kafka.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
