@@ -41,12 +41,6 @@ def serving(
         warehouse,
         "--port",
         str(port),
-        # never the well-known 8081 and 9092 (another worker's or a developer's broker may hold them);
-        # a test that wants a listener passes its port in args (the last value of an option wins)
-        "--schema-registry-port",
-        "0",
-        "--kafka-port",
-        "0",
         *args,
     ]
     # never the well-known ports of a developer's own services or of another test's broker (tests/conftest.py)
