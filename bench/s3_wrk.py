@@ -1,0 +1,227 @@
+"""Issue 28's setup: one gateway on S3 with every store request delayed 20 ms, against local disk, with wrk.
+
+The S3 side is the local S3 API server (``topiclake.objectstore.devserver``: moto, one request at a time)
+behind the counting, fault-injecting proxy (``ProxyProcess``) with ``--delay-ms`` per request (20 ms:
+about S3 Standard's small-object latency). Each store gets its own gateway (``topiclake serve``, one
+uvicorn worker, maintenance on) and the same wrk loads, keyed JSON records of ~100 B, acks=all:
+
+- ``1000 x 8``: 1,000 records per request, 8 connections;
+- ``1 x 32``: one record per request, 32 connections;
+- ``idle``: after the loads and ``--settle`` seconds, the store requests of the idle broker (two topics).
+
+S3 runs twice in one run: with the object-store append path (``broker.object_append``, the default) and
+without it (delta-rs commits: the "before"). Per load: records/s, p50/p99 (wrk), commits (the gateway's
+``/metrics``), store requests by operation (the proxy), per commit and per MB of records (key + value).
+
+Usage: ``python bench/s3_wrk.py [--smoke] [--seconds S] [--out DIR]``; writes ``DIR/s3_wrk.json`` and
+``DIR/s3_wrk.md``. Needs wrk (``make tools-wrk``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+import orjson
+
+import _wrk
+from _common import GatewayProcess, machine
+from topiclake.objectstore import LocalS3Server, ProxyProcess
+
+JSON = {"Content-Type": "application/json"}
+VALUE = "x" * 92
+KEY_BYTES = 8  # "key-0001"
+
+
+@dataclass
+class Row:
+    store: str
+    load: str
+    records_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    records: int
+    commits: int
+    requests: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def mb(self) -> float:
+        return self.records * (KEY_BYTES + len(VALUE)) / 1e6
+
+    def per_commit(self) -> dict[str, float]:
+        return {op: n / self.commits for op, n in sorted(self.requests.items())} if self.commits else {}
+
+    def per_mb(self) -> float:
+        return sum(self.requests.values()) / self.mb if self.mb else 0.0
+
+
+def body(n: int) -> bytes:
+    return orjson.dumps({"records": [{"key": f"key-{i % 10_000:04d}", "value": VALUE} for i in range(n)]})
+
+
+def _metric(url: str, name: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return sum(float(m) for m in re.findall(rf"^{name}\{{[^}}]*\}} ([0-9.e+]+)$", text, re.M))
+
+
+def _counts(proxy: ProxyProcess | None) -> dict[str, int]:
+    if proxy is None:
+        return {}
+    return {k: v for k, v in proxy.counts().items() if k not in ("injected_errors", "cut_after_store")}
+
+
+def run_store(
+    store: str,
+    warehouse: str,
+    env: dict[str, str],
+    proxy: ProxyProcess | None,
+    root: Path,
+    seconds: float,
+    partitions: int,
+    settle: float,
+    idle: float,
+) -> list[Row]:
+    rows: list[Row] = []
+    env = {"TOPICLAKE_KAFKA_PORT": "0", "TOPICLAKE_SCHEMA_REGISTRY_PORT": "0", **env}
+    gw = GatewayProcess(warehouse, root / f"gateway-{store}.log", env=env)  # type: ignore[arg-type]
+    try:
+        for topic in ("big", "one"):
+            httpx.post(
+                f"{gw.url}/v1/topics", json={"name": topic, "partitions": partitions}, timeout=60
+            ).raise_for_status()
+            httpx.post(f"{gw.url}/v1/topics/{topic}/records", content=body(10), headers=JSON, timeout=60)
+        for load, topic, per, conns in (("1000 x 8", "big", 1000, 8), ("1 x 32", "one", 1, 32)):
+            commits0 = _metric(gw.url, "topiclake_topic_commits")
+            before = _counts(proxy)
+            print(f"{store}: {load}", flush=True)
+            path = [f"/v1/topics/{topic}/records"]
+            r = _wrk.run(gw.url, path, body(per), root, f"{store}{per}", conns, seconds, "POST", JSON)
+            if r.errors:
+                tail = gw.log.read_text()[-1500:]
+                print(f"  {r.errors} errors; the gateway's log ends:\n{tail}", flush=True)
+            after = _counts(proxy)
+            commits = int(_metric(gw.url, "topiclake_topic_commits") - commits0)
+            requests = {op: after.get(op, 0) - before.get(op, 0) for op in after}
+            rows.append(
+                Row(
+                    store,
+                    load,
+                    round(r.requests_per_s * per, 1),
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.errors,
+                    r.ok * per,
+                    commits,
+                    {k: v for k, v in requests.items() if v},
+                )
+            )
+            print(f"  {rows[-1]}", flush=True)
+        if proxy is not None and idle > 0:
+            time.sleep(settle)
+            before = _counts(proxy)
+            time.sleep(idle)
+            after = _counts(proxy)
+            requests = {op: after.get(op, 0) - before.get(op, 0) for op in after}
+            rows.append(
+                Row(store, f"idle {idle:.0f} s", 0, 0, 0, 0, 0, 0, {k: v for k, v in requests.items() if v})
+            )
+            print(f"  {rows[-1]}", flush=True)
+    finally:
+        gw.stop()
+    return rows
+
+
+def markdown(rows: list[Row], info: dict[str, str], delay_ms: float) -> str:
+    local = {r.load: r.records_per_s for r in rows if r.store == "local"}
+    lines = [
+        f"# S3 (+{delay_ms:.0f} ms per request) vs local disk, wrk, acks=all",
+        "",
+        ", ".join(f"{k}: {v}" for k, v in info.items()),
+        "",
+        "| store | load | records/s | x local | p50 ms | p99 ms | errors | commits | records/commit | "
+        "requests per commit | requests per MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in rows:
+        if r.load.startswith("idle"):
+            total = sum(r.requests.values())
+            secs = float(r.load.split()[1])
+            ops = ", ".join(f"{op} {n}" for op, n in sorted(r.requests.items())) or "none"
+            lines.append(f"| {r.store} | {r.load} | | | | | | | | {ops} | {total * 10 / secs:.1f} per 10 s |")
+            continue
+        ratio = r.records_per_s / local[r.load] if local.get(r.load) else 0.0
+        per = ", ".join(f"{op} {n:.2f}" for op, n in r.per_commit().items())
+        per_mb = f"{r.per_mb():.1f}" if r.requests else ""
+        rpc = r.records / r.commits if r.commits else 0
+        lines.append(
+            f"| {r.store} | {r.load} | {r.records_per_s:,.0f} | {ratio:.2f} | {r.p50_ms:.0f} | "
+            f"{r.p99_ms:.0f} | {r.errors} | {r.commits} | {rpc:,.0f} | {per} | {per_mb} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="3 s per load, short idle")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=15.0, help="seconds after the loads before idle")
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle measured")
+    parser.add_argument("--stores", default="local,s3,s3-delta-rs")
+    parser.add_argument("--out", default=str(Path(__file__).with_name("results")))
+    args = parser.parse_args()
+    seconds = 3.0 if args.smoke else args.seconds
+    settle, idle = (2.0, 5.0) if args.smoke else (args.settle, args.idle)
+    if not _wrk.available():
+        raise SystemExit("wrk is not installed: make tools-wrk")
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp, LocalS3Server() as server:
+        root = Path(tmp)
+        with ProxyProcess(server.endpoint) as proxy:
+            proxy.delay(args.delay_ms / 1000)
+            aws = {
+                "AWS_ACCESS_KEY_ID": "bench",
+                "AWS_SECRET_ACCESS_KEY": "bench",
+                "AWS_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": proxy.endpoint,
+                "AWS_ALLOW_HTTP": "true",
+            }
+            for n, store in enumerate(args.stores.split(",")):
+                if store == "local":
+                    rows += run_store(store, str(root / "wh"), {}, None, root, seconds, args.partitions, 0, 0)
+                    continue
+                bucket = f"bench{n}"
+                server.create_bucket(bucket)
+                env = {**aws}
+                if store == "s3-delta-rs":
+                    env["TOPICLAKE_BROKER__OBJECT_APPEND"] = "false"
+                rows += run_store(
+                    store, f"s3://{bucket}/wh", env, proxy, root, seconds, args.partitions, settle, idle
+                )
+    info = machine(
+        note=f"shared 2-core machine; S3: moto on loopback (serialised) behind a proxy adding "
+        f"{args.delay_ms:.0f} ms per request; {args.partitions} partitions; wrk {_wrk.version()}",
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "machine": info,
+        "rows": [{**asdict(r), "per_commit": r.per_commit(), "per_mb": r.per_mb(), "mb": r.mb} for r in rows],
+    }
+    (out / "s3_wrk.json").write_text(json.dumps(payload, indent=2) + "\n")
+    table = markdown(rows, info, args.delay_ms)
+    (out / "s3_wrk.md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
