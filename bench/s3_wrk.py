@@ -175,7 +175,9 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--settle", type=float, default=15.0, help="seconds after the loads before idle")
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle measured")
-    parser.add_argument("--stores", default="local,s3,s3-delta-rs")
+    parser.add_argument(
+        "--stores", default="local,s3,s3-delta-rs", help="of local, s3, s3-delta-rs, s3-nocompact"
+    )
     parser.add_argument("--out", default=str(Path(__file__).with_name("results")))
     args = parser.parse_args()
     seconds = 3.0 if args.smoke else args.seconds
@@ -203,6 +205,8 @@ def main() -> int:
                 env = {**aws}
                 if store == "s3-delta-rs":
                     env["TOPICLAKE_BROKER__OBJECT_APPEND"] = "false"
+                if store == "s3-nocompact":  # the commit path without compaction's GETs beside it
+                    env["TOPICLAKE_BROKER__COMPACT_MIN_FILES"] = "1000000"
                 rows += run_store(
                     store, f"s3://{bucket}/wh", env, proxy, root, seconds, args.partitions, settle, idle
                 )
