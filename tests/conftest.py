@@ -20,10 +20,18 @@ pytest no longer reads.)
 from __future__ import annotations
 
 import os
+import signal
 from typing import Any
 
 os.environ.setdefault("TOPICLAKE_SCHEMA_REGISTRY_PORT", "0")
 os.environ.setdefault("TOPICLAKE_KAFKA_PORT", "0")
+
+# Tests stop CLI processes with SIGINT, as Ctrl-C does. A suite started in the background by a shell
+# without job control (`cmd &` in a script) inherits SIGINT *ignored*, and so does every process it
+# starts: those CLI processes then never stop (reproduced: `bash -c 'python ... & wait'`). Handling SIGINT
+# here again (a handled signal is reset to its default in a child at exec) gives them Ctrl-C back.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: Test files outside tests/spark that start a Spark JVM of their own.
 _SPARK_ELSEWHERE = frozenset({"tests/kafka/test_spark.py"})

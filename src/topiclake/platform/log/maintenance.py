@@ -48,6 +48,11 @@ POLL_S = 0.02
 #: On object storage, how often a table whose log committed nothing is still looked at (other writers'
 #: commits, checkpoints due), seconds: a round costs a LIST and a GET or two, billed (issue 28).
 IDLE_ROUND_S = 60.0
+#: A local topic table is checkpointed at most this often, seconds, however fast it commits: under
+#: sustained load (40 commits/s) ``checkpoint_interval`` versions came twice a second, and each checkpoint
+#: (every live file and a minute of tombstones) took a quarter of the maintenance thread, slipping the
+#: rounds that keep files bounded (bench/sustained.py, issue 25). Readers replay at most this much log.
+LOCAL_CHECKPOINT_MIN_S = 2.0
 #: How long a local topic table keeps tombstones (``delta.deletedFileRetentionDuration``, set by the topic
 #: log when it opens the table). Compaction on the local append path removes every appended file, a few
 #: hundred a second under load: with Delta's week of tombstones each checkpoint carried all of them (4,900
@@ -113,6 +118,7 @@ class TableMaintainer:
         self._config = config
         self._dt: DeltaTable | None = None
         self._last_vacuum = time.monotonic()
+        self._last_checkpoint = 0.0  # monotonic time of the last checkpoint
         self._last_compaction_version = -1
         self._held_version = -1  # the version a rewrite lease last held compaction at
         self._last_round = time.monotonic()
@@ -171,11 +177,10 @@ class TableMaintainer:
             try:
                 dt = self._handle()
                 self._round_version = dt.version()
+                self._compact(dt)  # first: a slow checkpoint must not delay it (files pile up meanwhile)
                 if self._leads(0):
                     self._checkpoint(dt)
                     self._record_history(dt)
-                self._compact(dt)
-                if self._leads(0):
                     self._vacuum(dt)
             except (DeltaError, OSError) as exc:
                 self.stats.failures += 1
@@ -199,6 +204,8 @@ class TableMaintainer:
         version = dt.version()
         if version - max(self.stats.last_checkpoint_version, 0) < self._config.checkpoint_interval:
             return
+        if self._local and time.monotonic() - self._last_checkpoint < LOCAL_CHECKPOINT_MIN_S:
+            return  # hundreds of local commits a second would otherwise checkpoint twice a second
         dt.create_checkpoint()
         if active_leases(self._storage, self.topic):
             self.stats.cleanups_held += 1  # a reader holds the log whole (platform/storage/leases.py)
@@ -206,6 +213,7 @@ class TableMaintainer:
             dt.cleanup_metadata()
         self.stats.checkpoints += 1
         self.stats.last_checkpoint_version = version
+        self._last_checkpoint = time.monotonic()
         logger.debug("topic %s: checkpoint at version %d, old log entries cleaned", self.topic, version)
 
     def _compact(self, dt: DeltaTable) -> None:
