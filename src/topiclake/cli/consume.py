@@ -323,7 +323,10 @@ def consume(
                 ).start()
             done = 0
             while done < n_workers:
-                item = q.get()
+                try:  # a timeout: Ctrl-C handled by a fetch thread must still reach this one (quiet topic)
+                    item = q.get(timeout=0.2)
+                except queue.Empty:
+                    continue
                 if isinstance(item, _Done):
                     done += 1
                     continue
