@@ -24,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from topiclake.process import free_port
+
 logger = logging.getLogger(__name__)
 
 #: Environment variable naming the state directory (default ``./.spark-cluster``).
@@ -48,13 +50,6 @@ def spark_home() -> Path:
 def default_state_dir() -> Path:
     """Return ``$TOPICLAKE_CLUSTER_DIR`` or ``./.spark-cluster``."""
     return Path(os.environ.get(CLUSTER_DIR_ENV) or DEFAULT_CLUSTER_DIR)
-
-
-def free_port() -> int:
-    """Return a TCP port that is free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
