@@ -3,7 +3,8 @@ broker's :class:`~topiclake.security.quotas.Quotas`.
 
 Like the ACLs, a background thread checks the table's version every ``poll_interval_s`` (one log listing,
 no data read unless it moved), so a change made through any broker or by the CLI applies on every broker
-within about a second; the broker that made a change applies it at once.
+within about a second (ten on object storage, where each listing is a billed request); the broker that
+made a change applies it at once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from topiclake.security.quotas import QuotaKind, Quotas
 
 logger = logging.getLogger(__name__)
 
+#: How often a broker on object storage looks for quota changes made elsewhere, seconds (1 s locally).
+OBJECT_STORE_POLL_S = 10.0
+
 
 class QuotaStore:
     """The table ``_system/quotas`` of a warehouse, kept applied to ``quotas``.
@@ -28,9 +32,11 @@ class QuotaStore:
         poll_interval_s: How often the background thread checks the table's version.
     """
 
-    def __init__(self, storage: Storage, quotas: Quotas, poll_interval_s: float = 1.0) -> None:
+    def __init__(self, storage: Storage, quotas: Quotas, poll_interval_s: float | None = None) -> None:
         self.table = QuotaTable(storage)
         self.quotas = quotas
+        if poll_interval_s is None:  # a listing is billed on object storage: there a change takes ~10 s
+            poll_interval_s = 1.0 if storage.is_local else OBJECT_STORE_POLL_S
         self.poll_interval_s = poll_interval_s
         self._version = -1
         self._lock = threading.Lock()
