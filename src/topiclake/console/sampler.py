@@ -3,8 +3,9 @@
 Every ``interval_s`` a thread reads the broker's own Prometheus counters (:mod:`topiclake.api.metrics`):
 records produced and fetched per topic, turned into rates; the total lag of every consumer group and the
 lag of each of its partitions; and the jobs (compaction, retention, VACUUM) seen in the topic tables'
-Delta history. It keeps the last ``points`` samples of each series (an hour at the default 10 s) and
-nothing on disk: a restarted broker starts its charts empty.
+Delta history (once a minute on object storage, where listing each topic's log is a billed request). It
+keeps the last ``points`` samples of each series (an hour at the default 10 s) and nothing on disk: a
+restarted broker starts its charts empty.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from topiclake.platform.log.table_info import JobRun
 logger = logging.getLogger(__name__)
 
 Point = tuple[float, float]
+
+#: Seconds between scans of the topics' Delta history on object storage (every sample on a local disk).
+OBJECT_STORE_JOBS_S = 60.0
 
 
 @dataclass
@@ -79,6 +83,9 @@ class Sampler:
         self.interval_s = interval_s
         self.points = points
         self.jobs = JobsSeen(broker.storage)
+        # the history scan lists every topic's log: on object storage each listing is a billed request
+        self.jobs_every_s = interval_s if broker.storage.is_local else max(interval_s, OBJECT_STORE_JOBS_S)
+        self._jobs_scanned: float | None = None
         self._series: dict[str, Series] = {}
         self._last: dict[str, tuple[float, float]] = {}
         self._previous_round: float | None = None
@@ -125,7 +132,9 @@ class Sampler:
             self._add(f"lag:{group.group_id}", now, float(sum(r.lag for r in rows)))
             for r in rows:
                 self._add(f"lag:{group.group_id}:{r.topic}:{r.partition}", now, float(r.lag))
-        self.jobs.scan(t.name for t in self.broker.list_topics())
+        if self._jobs_scanned is None or now - self._jobs_scanned >= self.jobs_every_s - 0.5:
+            self.jobs.scan(t.name for t in self.broker.list_topics())
+            self._jobs_scanned = now
         self._previous_round = now
 
     def _rates(self, kind: str, totals: dict[str, float], now: float) -> None:
