@@ -16,7 +16,6 @@ from typing import Any, Final
 from deltalake import DeltaTable
 
 from topiclake.errors import InvalidPartitions
-from topiclake.platform.catalog.system_objects import VersionMarker
 from topiclake.platform.catalog.topic_config import TopicConfig
 from topiclake.platform.storage import Storage
 
@@ -125,4 +124,3 @@ class CatalogBase:
     _rows: dict[str, _Row]
     _loaded_version: int
     _dt: DeltaTable
-    _marker: VersionMarker | None
