@@ -54,6 +54,26 @@ class Winners:
     removed: set[str] = field(default_factory=set)  # paths of the files they removed
     changed_table: bool = False  # a metaData or protocol action: the table may no longer be ours to write
 
+    def add_entry(self, version: int, raw: bytes) -> str | None:
+        """Take in the log entry ``raw`` another writer committed at ``version``; return its
+        ``topiclake.commit`` id (None: not a topiclake commit)."""
+        commit_id = None
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            action = orjson.loads(line)
+            if "txn" in action:
+                txn = action["txn"]
+                self.txns[txn["appId"]] = int(txn["version"])
+            elif "remove" in action:
+                self.removed.add(str(action["remove"]["path"]))
+            elif "metaData" in action or "protocol" in action:
+                self.changed_table = True
+            elif "commitInfo" in action:
+                commit_id = action["commitInfo"].get("topiclake.commit")
+        self.versions.append(version)
+        return commit_id
+
 
 class LostRace(Exception):
     """Another writer committed the version this writer tried; ``winners`` says what it wrote."""
@@ -151,21 +171,10 @@ class LocalAppender:
         while True:
             try:
                 with open(self.entry(version), "rb") as fh:
-                    lines = fh.read().splitlines()
+                    raw = fh.read()
             except FileNotFoundError:
                 break
-            for line in lines:
-                if not line.strip():
-                    continue
-                action = orjson.loads(line)
-                if "txn" in action:
-                    txn = action["txn"]
-                    winners.txns[txn["appId"]] = int(txn["version"])
-                elif "remove" in action:
-                    winners.removed.add(str(action["remove"]["path"]))
-                elif "metaData" in action or "protocol" in action:
-                    winners.changed_table = True
-            winners.versions.append(version)
+            winners.add_entry(version, raw)
             version += 1
         self.version = max(self.version, version - 1)
         return winners

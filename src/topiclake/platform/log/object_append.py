@@ -209,18 +209,6 @@ class _Winners(Winners):
 
 
 def _winners(version: int, raw: bytes) -> _Winners:
-    winners = _Winners(versions=[version])
-    for line in raw.splitlines():
-        if not line.strip():
-            continue
-        action = orjson.loads(line)
-        if "txn" in action:
-            txn = action["txn"]
-            winners.txns[txn["appId"]] = int(txn["version"])
-        elif "remove" in action:
-            winners.removed.add(str(action["remove"]["path"]))
-        elif "metaData" in action or "protocol" in action:
-            winners.changed_table = True
-        elif "commitInfo" in action:
-            winners.commit_id = action["commitInfo"].get("topiclake.commit")
+    winners = _Winners()
+    winners.commit_id = winners.add_entry(version, raw)
     return winners
