@@ -19,14 +19,21 @@ MARK = "WRKJSON "
 LUA = """
 wrk.method = "%(method)s"
 %(headers)s
-local f = io.open("%(body_file)s", "rb")
-wrk.body = f:read("*all")
-f:close()
+local bodies = {}
+for _, name in ipairs({%(body_files)s}) do
+  local f = io.open(name, "rb")
+  bodies[#bodies + 1] = f:read("*all")
+  f:close()
+end
+wrk.body = bodies[1]
 local paths = {%(paths)s}
 local n = 0
 request = function()
   n = n + 1
-  return wrk.format(nil, paths[(n %% #paths) + 1])
+  if #bodies == 1 then
+    return wrk.format(nil, paths[(n %% #paths) + 1])
+  end
+  return wrk.format(nil, paths[(n %% #paths) + 1], nil, bodies[(n %% #bodies) + 1])
 end
 done = function(summary, latency, requests)
   local e = summary.errors
@@ -80,10 +87,14 @@ def start(
     seconds: float,
     method: str = "POST",
     headers: dict[str, str] | None = None,
+    bodies: list[bytes] | None = None,
 ) -> subprocess.Popen[str]:
-    """Start wrk (one thread) against ``url`` cycling through ``paths``; read it with :func:`result`."""
-    body_file = root / f"{name}.body"
-    body_file.write_bytes(body)
+    """Start wrk (one thread) against ``url`` cycling through ``paths`` (and ``bodies``, when given,
+    e.g. single records with different keys); read it with :func:`result`."""
+    body_files = []
+    for i, b in enumerate(bodies or [body]):
+        body_files.append(root / f"{name}.{i}.body")
+        body_files[-1].write_bytes(b)
     lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in (headers or {}).items())
     script = root / f"{name}.lua"
     script.write_text(
@@ -91,7 +102,7 @@ def start(
         % {
             "method": method,
             "headers": lines,
-            "body_file": body_file,
+            "body_files": ", ".join(f'"{f}"' for f in body_files),
             "paths": ", ".join(f'"{p}"' for p in paths),
             "mark": MARK,
         }

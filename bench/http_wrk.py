@@ -29,6 +29,7 @@ import orjson
 import pyarrow as pa
 
 import _common
+import _partition_rows
 import _wrk
 import core_commit
 from _common import GatewayProcess, free_port
@@ -103,10 +104,10 @@ def load(
     root: Path,
     method: str = "POST",
     headers: dict[str, str] | None = None,
+    bodies: list[bytes] | None = None,
 ) -> Row:
-    r = _wrk.run(
-        url, paths, body, root, name.replace(" ", "_").replace("/", "_"), conns, seconds, method, headers
-    )
+    slug = name.replace(" ", "_").replace("/", "_").replace(",", "")
+    r = _wrk.run(url, paths, body, root, slug, conns, seconds, method, headers, bodies)
     return Row(
         name,
         conns,
@@ -117,6 +118,19 @@ def load(
         r.p99_ms,
         r.errors,
     )
+
+
+def run_partitions(seconds: float, root: Path) -> tuple[list[Row], dict[str, str]]:
+    """Only the keyed rows over 1, 3, 12 and 64 partitions (``--only partitions``)."""
+    env = {"TOPICLAKE_KAFKA_PORT": "0", "TOPICLAKE_SCHEMA_REGISTRY_PORT": "0"}
+    gw = GatewayProcess(root / "wh", root / "gateway.log", env=env)
+    try:
+        rows: list[Row] = _partition_rows.rows(gw.url, seconds, root, load)
+    finally:
+        gw.stop()
+    _partition_rows.ratios({r.name: r for r in rows})
+    loadavg = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    return rows, _common.machine(wrk=_wrk.version(), seconds=str(seconds), loadavg_1_5_15_min_at_end=loadavg)
 
 
 def run(seconds: float, smoke: bool, root: Path) -> tuple[list[Row], dict[str, str]]:
@@ -232,6 +246,9 @@ def run(seconds: float, smoke: bool, root: Path) -> tuple[list[Row], dict[str, s
                 headers={"Content-Type": "application/vnd.apache.arrow.stream"},
             )
         )
+        rows += _partition_rows.rows(
+            gw.url, seconds, root, load, (1, 12) if smoke else _partition_rows.PARTITIONS
+        )
         for _ in range(5):  # a tail of 5,000 records to read
             httpx.post(f"{gw.url}/v1/topics/tail/records", content=json_body(1000), headers=JSON, timeout=30)
         fetch = ["/v1/topics/tail/partitions/0/records?offset=1&max_records=1000"]
@@ -306,6 +323,7 @@ def run(seconds: float, smoke: bool, root: Path) -> tuple[list[Row], dict[str, s
     by["topiclake tail fetch 1,000 as JSON"].target = ">= 500,000/s"
     by["topiclake tail fetch 1,000 as Arrow"].target = ">= 1,000,000/s"
     next(r for r in rows if r.name.startswith("topiclake historic")).target = "p50 <= 20 ms"
+    _partition_rows.ratios(by)
     rows.append(
         Row(
             f"raw delta-rs append, {raw_batch:,} records",
@@ -357,13 +375,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="a few seconds, to keep the benchmark working")
     parser.add_argument("--seconds", type=float, default=None, help="wrk duration of each row (default 10)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument(
+        "--only",
+        choices=["partitions"],
+        help="only the keyed rows over topics of 1, 3, 12 and 64 partitions",
+    )
     args = parser.parse_args(argv)
     if not _wrk.available():
         print("wrk is not installed: `make tools-wrk` installs it (apt-get install wrk)", file=sys.stderr)
         return 2
     seconds = args.seconds or (1.0 if args.smoke else 10.0)
     with tempfile.TemporaryDirectory(prefix="http-wrk-") as tmp:
-        rows, info = run(seconds, args.smoke, Path(tmp))
+        if args.only == "partitions":
+            rows, info = run_partitions(seconds, Path(tmp))
+        else:
+            rows, info = run(seconds, args.smoke, Path(tmp))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "http_wrk.json").write_text(
         json.dumps({"machine": info, "rows": [asdict(r) for r in rows]}, indent=2)
