@@ -42,7 +42,7 @@ run: install
 # On every core (pytest-xdist): Spark's tests share one worker and one session, a module-scoped fixture's
 # tests share a worker (tests/conftest.py); PYTEST_XDIST="-n 0" runs in one process.
 test: install browser tools-wrk
-	$(PY) -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_XDIST) --durations=30 $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench

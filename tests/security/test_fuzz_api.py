@@ -28,7 +28,7 @@ from gateway_harness import Gateway, start_gateway, stop_gateway
 logger = logging.getLogger(__name__)
 
 #: examples per operation and generation mode (positive, negative): the budget of the whole test
-EXAMPLES = 10
+EXAMPLES = 8
 #: stateful scenarios and steps per scenario
 SCENARIOS, STEPS = 60, 10
 
