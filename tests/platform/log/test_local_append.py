@@ -93,6 +93,33 @@ def test_stats_match_what_delta_rs_writes_for_the_same_rows(tmp_path: Path) -> N
         assert {k: v for k, v in theirs[kind].items() if k in mine} == mine, kind
 
 
+def test_a_commit_over_many_partitions_writes_each_files_stats_as_delta_rs(tmp_path: Path) -> None:
+    """One commit of keyed records over 12 partitions: a file per partition, whose statistics (computed
+    for all partitions at once) are delta-rs's for the same rows, and idempotent producers' columns too."""
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage, BrokerConfig(linger_ms=50, **QUIET)) as broker:  # type: ignore[arg-type]
+        broker.create_topic("t", partitions=12)
+        broker.produce("t", [Record(key=f"k{i}".encode(), value=b"v" * i) for i in range(200)], acks="all")
+        uri = storage.topic_uri("t")
+        adds = [a["add"] for a in _entry(uri, DeltaTable(uri).version()) if "add" in a]
+        rows = pa.concat_tables([broker.fetch("t", p, 0, max_records=1000).records for p in range(12)])
+    assert len(adds) == 12  # one file per partition
+    raw = str(tmp_path / "raw")
+    write_deltalake(raw, rows, partition_by=["partition", "segment"])
+    theirs = {
+        add["add"]["partitionValues"]["partition"]: json.loads(add["add"]["stats"])  # type: ignore[index]
+        for add in _entry(raw, 0)
+        if "add" in add
+    }
+    for add in adds:
+        ours = json.loads(str(add["stats"]))  # type: ignore[index]
+        want = theirs[add["partitionValues"]["partition"]]  # type: ignore[index]
+        assert ours["numRecords"] == want["numRecords"] > 0
+        for kind in ("minValues", "maxValues", "nullCount"):
+            assert {k: v for k, v in want[kind].items() if k in ours[kind]} == ours[kind], kind
+            assert {"offset", "timestamp"} <= ours[kind].keys()
+
+
 def test_a_version_lost_to_another_writer_is_retried_at_the_next(tmp_path: Path) -> None:
     storage = Storage(str(tmp_path / "wh"))
     with Broker(storage, BrokerConfig(**QUIET)) as broker:  # type: ignore[arg-type]

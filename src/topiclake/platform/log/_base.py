@@ -92,6 +92,7 @@ class LogBase:
     _queued_bytes: int
     _inflight: list[PendingBatch]
     _last_requests: int
+    _last_commit_s: float
     _queued_requests: int
     _closing: bool
     _closed: bool

@@ -79,9 +79,16 @@ class LogCommits(LogLocal):
         if self._fast is None:  # delta-rs refreshed our snapshot: it is now at least as new
             self._takeover_reader = None
         self._count_commit(elapsed_ms, sum(p.count for p in take))
+        self._last_commit_s = elapsed_ms / 1000
         with self._lock:
             take = self._inflight
             self._inflight = []
+            # The next linger waits for the producers of this commit as well as those queued behind it:
+            # acknowledged now, a closed-loop producer's next request is a round trip away. One commit
+            # of both groups costs about what one of either costs when the commit's price is per
+            # partition (a file each), not per record: many partitions' topics commit twice the records
+            # per commit instead of two half-full commits alternating (bounded by the linger's deadline).
+            self._last_requests = max(1, len({id(p.handle) for p in take}) + self._queued_requests)
         ends: dict[int, int] = {}
         for pend in take:
             ends[pend.partition] = pend.base_offset + pend.count

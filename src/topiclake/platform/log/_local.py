@@ -35,6 +35,9 @@ from topiclake.platform.log.object_append import ObjectAppender, ahead
 
 logger = logging.getLogger("topiclake.platform.log.topic_log")  # one logger for all parts of the log
 
+#: The longest a flush lingers because its commits are costly (see LogLocal._linger_s).
+_MAX_COST_LINGER_S = 0.010
+
 
 #: Upper bounds (ms) of the commit latency histogram: a local append takes ~1-5 ms, a delta-rs one 5-50 ms
 #: on a local disk and 50-500 ms on an object store.
@@ -118,6 +121,11 @@ class LogLocal(LogBase):
         measured round trip (a commit costs two: lingering one more groups about twice the requests per
         commit, halving the requests per MB, for at most a third more latency)."""
         linger = self._config.linger_ms / 1000
+        # a commit that costs more (many partitions: a Parquet file each) is worth a longer wait for the
+        # producers it just acknowledged (see LogCommits._flush): up to half its own time, at most 10 ms
+        # (linger_ms=0 still means no linger)
+        if linger > 0:
+            linger = max(linger, min(self._last_commit_s / 2, _MAX_COST_LINGER_S))
         fast = self._fast
         if isinstance(fast, ObjectAppender):
             return max(linger, min(fast.put_ms, 250.0) / 1000)

@@ -91,6 +91,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         self._queued_bytes = 0
         self._inflight: list[PendingBatch] = []
         self._last_requests = 1 << 30  # requests in the last commit (adaptive linger); none yet: linger
+        self._last_commit_s = 0.0  # how long the last commit took (a costly commit lingers longer)
         self._queued_requests = 0  # append calls queued since the last swap (a heuristic, not a ledger)
         self._closing = False
         self._closed = False
