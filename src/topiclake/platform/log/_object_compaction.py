@@ -15,6 +15,11 @@ written by an appender of its own, at the flusher's version + 1: a version lost 
 handled as on a local disk (:mod:`._local_compaction`): a winner that removed a file read, or changed the
 table, drops the rewrite; appends are no conflict. The flusher's appender is moved past the entry only
 when nothing came between, so every other writer's entry is still read by the flusher (its fencing).
+
+Nothing the rewrite read may have been removed in between (the records would be there twice): the
+versions from the file index's to the flusher's were its own appends or other writers' entries it read
+on a 412, which its appender remembers (:meth:`~.object_append.ObjectAppender.removed_since`); when it
+cannot tell, the rewrite starts at the index's version and reads every winner.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ def commit_object_rewrites(
 ) -> bool:
     """Replace, for each rewrite, the files ``inside`` (of one partition and segment, read at table
     ``version``) by ``data``, sorted by offset, as one new file; all in one log entry. False if another
-    writer removed one of the files first (the new files stay unreferenced; vacuum removes them).
+    writer removed one of the files first (the new files stay unreferenced: only a full vacuum, by
+    listing, removes them; see docs/object-storage.md, "Left to do").
 
     Raises:
         OSError: a PUT failed until the client's deadline (the entry may have landed: the flusher finds
