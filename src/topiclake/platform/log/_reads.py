@@ -213,8 +213,8 @@ class LogReads(LogBase):
         rows = rows.filter(keep)
         if rows.num_rows != sum(f.num_records for f in inside) or rows.num_rows == 0:
             return None
-        if int(rows["offset"][0].as_py()) != lo:  # the tail starts inside the first file
-            return None
+        if int(rows["offset"][0].as_py()) != lo or int(rows["offset"][-1].as_py()) != hi:
+            return None  # the tail starts inside the first file (or the files are not what it holds)
         return rows
 
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:

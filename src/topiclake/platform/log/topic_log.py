@@ -125,7 +125,8 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             hold=self.hold_commits,
             version=self.known_version,
             object_rewrites=self._object_rewrites(),
-            held=self.held_records,
+            # on S3 only: a local disk reads its files back at no cost, and its compaction stays as measured
+            held=self.held_records if isinstance(self._fast, ObjectAppender) else None,
         )
         self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
