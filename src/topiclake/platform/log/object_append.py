@@ -123,9 +123,11 @@ class ObjectAppender:
         return any(v > version and (w.changed_table or w.removed & paths) for v, w in list(self.winners_read))
 
     def moved_past(self, version: int, winners: Winners) -> None:
-        """Another writer of this process (compaction) wrote ``winners`` at ``version``, the one after
-        :attr:`version`: take it as read, no request."""
-        assert version == self._version + 1
+        """Another writer of this process (compaction) wrote ``winners`` at ``version``: if that is the
+        one after :attr:`version`, take it as read, no request (else the next 412 reads it; a snapshot
+        refresh outside the commit lock may have moved this appender meanwhile)."""
+        if version != self._version + 1:
+            return
         self._read_winner(version, winners)
         self._version = version
         self._confirmed = time.monotonic()  # its PUT just landed: nothing after it existed
