@@ -7,6 +7,9 @@ uvicorn worker, maintenance on) and the same wrk loads, keyed JSON records of ~1
 
 - ``1000 x 8``: 1,000 records per request, 8 connections;
 - ``1 x 32``: one record per request, 32 connections;
+- ``ProducerPerformance``: Kafka's own producer benchmark over the Kafka listener, acks=all, 100-byte
+  records, with the client settings the object-storage Kafkas recommend (``batch.size=1048576
+  linger.ms=50``), ``--kafka-records`` records (0: not run);
 - ``idle``: after the loads and ``--settle`` seconds, the store requests of the idle broker (two topics).
 
 S3 runs twice in one run: with the object-store append path (``broker.object_append``, the default) and
@@ -24,18 +27,22 @@ import json
 import re
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import httpx
 import orjson
 
 import _wrk
-from _common import GatewayProcess, machine
+from _common import GatewayProcess, free_port, machine
 from topiclake.objectstore import LocalS3Server, ProxyProcess
 
 JSON = {"Content-Type": "application/json"}
 VALUE = "x" * 92
+#: The object-storage Kafkas' recommended producer settings (Bufstream, WarpStream), issue 28 target 3.
+PP_PROPS = ["acks=all", "batch.size=1048576", "linger.ms=50"]
 KEY_BYTES = 8  # "key-0001"
 
 
@@ -50,6 +57,7 @@ class Row:
     records: int
     commits: int
     requests: dict[str, int] = field(default_factory=dict)
+    by_path: dict[str, int] = field(default_factory=dict)  # "OP what" (the proxy's log), S3 only
 
     @property
     def mb(self) -> float:
@@ -87,12 +95,14 @@ def run_store(
     partitions: int,
     settle: float,
     idle: float,
+    kafka_records: int = 0,
 ) -> list[Row]:
     rows: list[Row] = []
     env = {"TOPICLAKE_KAFKA_PORT": "0", "TOPICLAKE_SCHEMA_REGISTRY_PORT": "0", **env}
-    gw = GatewayProcess(warehouse, root / f"gateway-{store}.log", env=env)  # type: ignore[arg-type]
+    kafka_port = free_port() if kafka_records else 0
+    gw = GatewayProcess(warehouse, root / f"gateway-{store}.log", env=env, kafka_port=kafka_port)  # type: ignore[arg-type]
     try:
-        for topic in ("big", "one"):
+        for topic in ("big", "one", "pp"):
             httpx.post(
                 f"{gw.url}/v1/topics", json={"name": topic, "partitions": partitions}, timeout=60
             ).raise_for_status()
@@ -100,6 +110,8 @@ def run_store(
         for load, topic, per, conns in (("1000 x 8", "big", 1000, 8), ("1 x 32", "one", 1, 32)):
             commits0 = _metric(gw.url, "topiclake_topic_commits")
             before = _counts(proxy)
+            if proxy is not None:
+                proxy.record(True)
             print(f"{store}: {load}", flush=True)
             path = [f"/v1/topics/{topic}/records"]
             r = _wrk.run(gw.url, path, body(per), root, f"{store}{per}", conns, seconds, "POST", JSON)
@@ -107,6 +119,7 @@ def run_store(
                 tail = gw.log.read_text()[-1500:]
                 print(f"  {r.errors} errors; the gateway's log ends:\n{tail}", flush=True)
             after = _counts(proxy)
+            by_path = _by_path(proxy)
             commits = int(_metric(gw.url, "topiclake_topic_commits") - commits0)
             requests = {op: after.get(op, 0) - before.get(op, 0) for op in after}
             rows.append(
@@ -120,8 +133,12 @@ def run_store(
                     r.ok * per,
                     commits,
                     {k: v for k, v in requests.items() if v},
+                    by_path,
                 )
             )
+            print(f"  {rows[-1]}", flush=True)
+        if kafka_records:
+            rows.append(_producer_performance(store, gw.url, kafka_port, proxy, kafka_records))
             print(f"  {rows[-1]}", flush=True)
         if proxy is not None and idle > 0:
             time.sleep(settle)
@@ -136,6 +153,65 @@ def run_store(
     finally:
         gw.stop()
     return rows
+
+
+def _what(path: str) -> str:
+    """What a request's path names, without names and versions: ``log entry``, ``data file``, ..."""
+    url = urlparse(path)
+    key = parse_qs(url.query).get("prefix", [url.path])[0]
+    table = "_system" if "/_system/" in f"/{key}" else "topic"
+    if "_last_checkpoint" in key:
+        what = "_last_checkpoint"
+    elif "checkpoint.parquet" in key:
+        what = "checkpoint"
+    elif "/_delta_log/" in key and key.endswith(".json"):
+        what = "log entry"
+    elif "/_delta_log" in key:
+        what = "log"
+    elif key.endswith(".parquet"):
+        what = "data file"
+    elif "/_system/brokers" in f"/{key}" or "/_leases" in key or "leases" in key:
+        what = "leases/brokers"
+    else:
+        what = "other"
+    return f"{table} {what}"
+
+
+def _by_path(proxy: ProxyProcess | None) -> dict[str, int]:
+    """The requests the proxy logged since :meth:`ProxyProcess.record`, by operation and what they
+    named; the log is then dropped."""
+    if proxy is None:
+        return {}
+    logged = Counter(f"{op} {_what(path)}" for _t, op, _m, path in proxy.requests())
+    proxy.record(False)
+    return dict(logged.most_common())
+
+
+def _producer_performance(
+    store: str, url: str, kafka_port: int, proxy: ProxyProcess | None, records: int
+) -> Row:
+    from kafka_bench import producer_performance  # resolves Kafka's tools jars from Maven on first use
+
+    commits0 = _metric(url, "topiclake_topic_commits")
+    before = _counts(proxy)
+    print(f"{store}: ProducerPerformance", flush=True)
+    r = producer_performance(f"127.0.0.1:{kafka_port}", "pp", records, PP_PROPS)
+    after = _counts(proxy)
+    commits = int(_metric(url, "topiclake_topic_commits") - commits0)
+    requests = {op: after.get(op, 0) - before.get(op, 0) for op in after}
+    sent = int(r["records"])
+    # ProducerPerformance reports the average and p99 (no p50): the average stands in the p50 column
+    return Row(
+        store,
+        "ProducerPerformance",
+        r["rec_per_s"],
+        r["avg_ms"],
+        r["p99_ms"],
+        0,
+        sent,
+        commits,
+        {k: v for k, v in requests.items() if v},
+    )
 
 
 def markdown(rows: list[Row], info: dict[str, str], delay_ms: float) -> str:
@@ -164,6 +240,13 @@ def markdown(rows: list[Row], info: dict[str, str], delay_ms: float) -> str:
             f"| {r.store} | {r.load} | {r.records_per_s:,.0f} | {ratio:.2f} | {r.p50_ms:.0f} | "
             f"{r.p99_ms:.0f} | {r.errors} | {r.commits} | {rpc:,.0f} | {per} | {per_mb} |"
         )
+    traced = [r for r in rows if r.by_path and r.commits]
+    if traced:
+        lines += ["", "Requests per commit by what they named (the proxy's log), S3:", ""]
+        lines += ["| store | load | requests per commit |", "|---|---|---|"]
+        for r in traced:
+            top = ", ".join(f"{k} {n / r.commits:.2f}" for k, n in r.by_path.items() if n / r.commits >= 0.01)
+            lines.append(f"| {r.store} | {r.load} | {top} |")
     return "\n".join(lines) + "\n"
 
 
@@ -178,8 +261,15 @@ def main() -> int:
     parser.add_argument(
         "--stores", default="local,s3,s3-delta-rs", help="of local, s3, s3-delta-rs, s3-nocompact"
     )
+    parser.add_argument(
+        "--kafka-records",
+        type=int,
+        default=1_000_000,
+        help="records of the ProducerPerformance load (0: none; smoke: 20,000)",
+    )
     parser.add_argument("--out", default=str(Path(__file__).with_name("results")))
     args = parser.parse_args()
+    kafka_records = min(args.kafka_records, 20_000) if args.smoke else args.kafka_records
     seconds = 3.0 if args.smoke else args.seconds
     settle, idle = (2.0, 5.0) if args.smoke else (args.settle, args.idle)
     if not _wrk.available():
@@ -198,7 +288,9 @@ def main() -> int:
             }
             for n, store in enumerate(args.stores.split(",")):
                 if store == "local":
-                    rows += run_store(store, str(root / "wh"), {}, None, root, seconds, args.partitions, 0, 0)
+                    rows += run_store(
+                        store, str(root / "wh"), {}, None, root, seconds, args.partitions, 0, 0, kafka_records
+                    )
                     continue
                 bucket = f"bench{n}"
                 server.create_bucket(bucket)
@@ -208,7 +300,16 @@ def main() -> int:
                 if store == "s3-nocompact":  # the commit path without compaction's GETs beside it
                     env["TOPICLAKE_BROKER__COMPACT_MIN_FILES"] = "1000000"
                 rows += run_store(
-                    store, f"s3://{bucket}/wh", env, proxy, root, seconds, args.partitions, settle, idle
+                    store,
+                    f"s3://{bucket}/wh",
+                    env,
+                    proxy,
+                    root,
+                    seconds,
+                    args.partitions,
+                    settle,
+                    idle,
+                    kafka_records,
                 )
     info = machine(
         note=f"shared 2-core machine; S3: moto on loopback (serialised) behind a proxy adding "

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "sustained.py"
 
 WINDOW_KEYS = {
@@ -29,12 +31,16 @@ WINDOW_KEYS = {
 }
 
 
-def test_sustained_smoke(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_sustained_smoke(tmp_path: Path, store: str) -> None:
+    """On S3 too (the local S3 server behind the counting proxy): compaction there commits from memory in
+    rounds (platform/log/_object_compaction.py); through delta-rs per run it let files pass the bound
+    within the smoke run's 15 s (86 against 61, issue 25)."""
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--smoke", "--out", str(tmp_path)],
+        [sys.executable, str(BENCH), "--smoke", "--store", store, "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
     )
     assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     report = json.loads((tmp_path / "sustained.json").read_text())

@@ -49,6 +49,8 @@ class _ControlHandler(BaseHTTPRequestHandler):
             self._reply(200, prometheus_text(proxy.counts()).encode(), "text/plain; version=0.0.4")
         elif self.path == "/counts":
             self._reply(200, json.dumps(proxy.counts()).encode())
+        elif self.path == "/requests":
+            self._reply(200, json.dumps(proxy.requests()).encode())
         else:
             self._reply(404, b"{}")
 
@@ -67,6 +69,8 @@ class _ControlHandler(BaseHTTPRequestHandler):
             )
         elif action == "cut":
             proxy.cut_after_store(int(q.get("count", "1")), q.get("op"), q.get("match", ""))
+        elif action == "record":
+            proxy.record(q.get("on", "true") == "true")
         elif action == "down":
             proxy.down()
         elif action == "up":
@@ -107,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the proxy: ``python -m topiclake.objectstore.sidecar UPSTREAM [--port N]``.
 
     Prints ``proxy http://127.0.0.1:PORT control http://127.0.0.1:CPORT`` once it listens. The control
-    address serves ``GET /metrics`` (Prometheus), ``GET /counts`` and ``POST /reset``, ``/delay?seconds=``,
-    ``/errors?count=&status=&code=&op=``, ``/down``, ``/up``, ``/conditions?ignore=true|false``.
+    address serves ``GET /metrics`` (Prometheus), ``GET /counts``, ``GET /requests`` and ``POST /reset``,
+    ``/record?on=true|false``, ``/delay?seconds=``, ``/errors?count=&status=&code=&op=``, ``/down``,
+    ``/up``, ``/conditions?ignore=true|false``.
     """
     parser = argparse.ArgumentParser(description="A counting S3 proxy on 127.0.0.1")
     parser.add_argument("upstream", help="the S3 endpoint, http://host:port")
@@ -183,6 +188,17 @@ class ProxyProcess:
     def reset(self) -> None:
         """Zero the counters."""
         self._call("POST", "/reset")
+
+    def record(self, on: bool = True) -> None:
+        """Keep a log of every request from now on (off: stop and forget it), for :meth:`requests`."""
+        self._call("POST", f"/record?on={'true' if on else 'false'}")
+
+    def requests(self) -> list[tuple[float, str, str, str]]:
+        """(monotonic time, operation, method, path) of every request since :meth:`record`."""
+        return [
+            (float(t), str(op), str(m), str(path))
+            for t, op, m, path in json.loads(self._call("GET", "/requests"))
+        ]
 
     def delay(self, seconds: float) -> None:
         """Make every request wait this long before it is forwarded (0: none)."""

@@ -194,6 +194,29 @@ class LogReads(LogBase):
             previous_max = f.max_offset
         return bounded_concat(pieces, max_records, max_bytes) if pieces else None
 
+    def held_records(self, inside: list[DataFile], lo: int, hi: int) -> pa.Table | None:
+        """The records of the files ``inside`` (one partition and segment, offsets ``lo``..``hi``) from
+        the partition's tail cache, sorted by offset; None unless it holds every one of them. For
+        compaction on object storage, which then reads no small file back (:mod:`._object_compaction`)."""
+        if not inside:
+            return None
+        part = self._parts.get(inside[0].partition)
+        if part is None:
+            return None
+        rows = part.tail.read(lo, hi - lo + 1, 1 << 62)
+        if rows is None:
+            return None
+        keep = pc.and_(
+            pc.less_equal(rows["offset"], hi),
+            pc.equal(rows["segment"], pa.scalar(inside[0].segment, pa.int64())),
+        )
+        rows = rows.filter(keep)
+        if rows.num_rows != sum(f.num_records for f in inside) or rows.num_rows == 0:
+            return None
+        if int(rows["offset"][0].as_py()) != lo or int(rows["offset"][-1].as_py()) != hi:
+            return None  # the tail starts inside the first file (or the files are not what it holds)
+        return rows
+
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
         """The earliest offset whose timestamp is >= ``timestamp_ms``, or None if there is none."""
         self._partition(partition)

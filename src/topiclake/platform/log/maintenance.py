@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, write_deltalake
 from deltalake.exceptions import DeltaError
 
 from topiclake.errors import TopiclakeError
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.log._local_compaction import commit_rewrites
-from topiclake.platform.log.file_index import DataFile, build_index, read_files
+from topiclake.platform.log.compaction_runs import Run, disjoint_runs, run_records, tier
+from topiclake.platform.log.file_index import DataFile, build_index
 from topiclake.platform.storage import Storage
 from topiclake.platform.storage.leases import active_leases
 
@@ -62,6 +62,11 @@ LOCAL_CHECKPOINT_MIN_S = 2.0
 TOMBSTONE_RETENTION_S = 60
 
 
+#: A maintenance round's rewrites committed in one log entry: (table version read, [(files, records)]) ->
+#: False when another writer removed one of the files first.
+Rewrites = Callable[[int, list[tuple[list[DataFile], pa.Table]]], bool]
+
+
 def log_retention_property(ms: int) -> str:
     """``delta.logRetentionDuration`` for a retention in milliseconds."""
     return f"interval {max(ms // 1000, 0)} seconds"
@@ -78,6 +83,7 @@ class MaintenanceStats:
     rounds: int = 0
     compactions: int = 0  # runs merged (one per tier of a segment)
     compaction_commits: int = 0  # log entries they took (one a round on the local append path)
+    runs_from_memory: int = 0  # runs whose records came from the tail caches, no file read back (S3)
     compactions_dropped: int = 0  # rounds whose rewrite lost to another rewrite of the same files
     files_removed: int = 0
     files_added: int = 0
@@ -105,8 +111,14 @@ class TableMaintainer:
         history: Callable[[DeltaTable], None] | None = None,
         hold: Callable[[], AbstractContextManager[None]] | None = None,
         version: Callable[[], int] | None = None,
+        object_rewrites: Rewrites | None = None,
+        held: Callable[[list[DataFile], int, int], pa.Table | None] | None = None,
     ) -> None:
         self.topic = topic
+        # on S3, a round's rewrites as one log entry of the topic's own appender (_object_compaction.py),
+        # their records from what the broker holds in memory (held) when it does
+        self._object_rewrites = object_rewrites
+        self._held = held
         self._version = version  # the newest version the topic's log knows (no request to ask it)
         # holds the topic's own commits while a delta-rs commit of ours (vacuum) must win its version race
         self._hold = hold or nullcontext
@@ -247,7 +259,9 @@ class TableMaintainer:
         if not runs:
             return
         if self._local:  # every run of the round in one commit (one link beside hundreds of appends)
-            self._rewrite_local(dt, fs, runs)
+            self._rewrite_round(dt, fs, runs, lambda v, rw: commit_rewrites(self.uri, v, rw))
+        elif self._object_rewrites is not None:  # the same on S3: one conditional PUT a round
+            self._rewrite_round(dt, fs, runs, self._object_rewrites)
         else:
             for run in runs:  # other partitions' files are untouched by a rewrite: the index stays valid
                 self._rewrite(dt, fs, run)
@@ -268,7 +282,7 @@ class TableMaintainer:
         tiers: dict[int, list[DataFile]] = {}
         for f in files:
             if f.size_bytes < small:
-                tiers.setdefault(_tier(max(f.num_records, 1), n), []).append(f)
+                tiers.setdefault(tier(max(f.num_records, 1), n), []).append(f)
         return [sorted(tiers[t], key=lambda f: f.min_offset) for t in sorted(tiers) if len(tiers[t]) >= n]
 
     def pick_run(self, files: list[DataFile]) -> list[DataFile]:
@@ -276,16 +290,24 @@ class TableMaintainer:
         runs = self.pick_runs(files)
         return runs[0] if runs else []
 
-    def _rewrite_local(self, dt: DeltaTable, fs: Any, runs: list[Run]) -> None:
+    def _rewrite_round(self, dt: DeltaTable, fs: Any, runs: list[Run], commit: Rewrites) -> None:
         """Rewrite every run of the round as one log entry (see :mod:`._local_compaction`)."""
-        rewrites = [(run.inside, _run_records(fs, run)) for run in runs]
-        if not commit_rewrites(self.uri, dt.version(), rewrites):
+        rewrites = [(run.inside, self._records(fs, run)) for run in runs]
+        if not commit(dt.version(), rewrites):
             self.stats.compactions_dropped += 1
             logger.info("topic %s: compaction dropped, some of its files were rewritten first", self.topic)
             return
         self.stats.compaction_commits += 1
         for run, (_inside, data) in zip(runs, rewrites, strict=True):
             self._count(run, data.num_rows)
+
+    def _records(self, fs: Any, run: Run) -> pa.Table:
+        """The records of ``run``: from memory when the broker holds them all, else read from its files."""
+        held = self._held(run.inside, run.lo, run.hi) if self._held is not None else None
+        if held is not None:
+            self.stats.runs_from_memory += 1
+            return held
+        return run_records(fs, run)
 
     def _rewrite(self, dt: DeltaTable, fs: Any, run: Run) -> None:
         """Replace the records of one offset range of a (partition, segment) by the same records, sorted
@@ -297,7 +319,7 @@ class TableMaintainer:
         if anything else rewrote or deleted those records since our snapshot, this commit fails and the
         next round starts again. Appends to the partition commit beside it after one retry.
         """
-        data = _run_records(fs, run)
+        data = run_records(fs, run)
         predicate = (
             f"partition = {run.partition} AND segment = {run.segment} "
             f"AND offset >= {run.lo} AND offset <= {run.hi}"
@@ -383,51 +405,3 @@ class Maintenance:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
-
-
-@dataclass(frozen=True)
-class Run:
-    """An offset range of one (partition, segment) to rewrite, and every file it overlaps."""
-
-    partition: int
-    segment: int
-    lo: int
-    hi: int
-    inside: list[DataFile]
-
-
-def disjoint_runs(segment_files: list[DataFile], picked: list[list[DataFile]]) -> list[Run]:
-    """The picked runs of one segment as offset ranges that share no file: a range grows until every
-    file it overlaps lies within it (a file is never split), and ranges that then meet are joined."""
-    ranges = sorted((min(f.min_offset for f in r), max(f.max_offset for f in r)) for r in picked if r)
-    merged: list[tuple[int, int, list[DataFile]]] = []
-    for lo, hi in ranges:
-        while True:
-            inside = [f for f in segment_files if f.max_offset >= lo and f.min_offset <= hi]
-            wider = (min([lo, *(f.min_offset for f in inside)]), max([hi, *(f.max_offset for f in inside)]))
-            if wider == (lo, hi):
-                break
-            lo, hi = wider
-        while merged and lo <= merged[-1][1]:  # closed ranges that meet: their union is closed too
-            prev_lo, prev_hi, _ = merged.pop()
-            lo, hi = min(lo, prev_lo), max(hi, prev_hi)
-            inside = [f for f in segment_files if f.max_offset >= lo and f.min_offset <= hi]
-        merged.append((lo, hi, inside))
-    first = segment_files[0] if segment_files else None
-    if first is None:
-        return []
-    return [Run(first.partition, first.segment, lo, hi, inside) for lo, hi, inside in merged]
-
-
-def _run_records(fs: Any, run: Run) -> pa.Table:
-    """The records of ``run``, sorted by offset."""
-    data = read_files(fs, run.inside, run.lo)
-    return data.filter(pc.less_equal(data["offset"], run.hi))
-
-
-def _tier(records: int, base: int) -> int:
-    tier = 0
-    while records >= base:
-        records //= base
-        tier += 1
-    return tier

@@ -35,6 +35,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,6 +47,9 @@ from topiclake.platform.log.fast_append import LostRace, Winners, _groups, file_
 from topiclake.platform.storage.s3_client import S3Client
 
 logger = logging.getLogger(__name__)
+
+#: Other writers' entries an appender remembers for compaction (:meth:`ObjectAppender.removed_since`).
+WINNERS_KEPT = 256
 
 _pool_lock = threading.Lock()
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -91,6 +95,10 @@ class ObjectAppender:
         self.races = 0
         self.landed_unseen = 0  # commits found landed after their answer was lost
         self.stored_ahead = 0  # commits whose files were stored during the previous log PUT
+        # other writers' entries this appender read (412s), newest last: with ``unread``, what a compaction
+        # needs to know of the versions between its file index and this appender's version
+        self.winners_read: deque[tuple[int, Winners]] = deque(maxlen=WINNERS_KEPT)
+        self.unread = version  # every version in (unread, version] was this appender's or read by it
 
     @property
     def version(self) -> int:
@@ -102,7 +110,32 @@ class ObjectAppender:
         # set by a snapshot refresh, which listed the log: nothing after it existed then
         if version >= self._version:
             self._confirmed = time.monotonic()
+        if version > self._version:  # versions this appender neither wrote nor read
+            self.unread = version
         self._version = max(self._version, version)
+
+    def removed_since(self, version: int, paths: set[str]) -> bool | None:
+        """Whether another writer's entry after ``version``, up to :attr:`version`, removed one of
+        ``paths`` or changed the table; None when this appender cannot tell (it skipped entries it did not
+        read, e.g. after a snapshot refresh), without a request."""
+        if self.unread > version:
+            return None
+        return any(v > version and (w.changed_table or w.removed & paths) for v, w in list(self.winners_read))
+
+    def moved_past(self, version: int, winners: Winners) -> None:
+        """Another writer of this process (compaction) wrote ``winners`` at ``version``: if that is the
+        one after :attr:`version`, take it as read, no request (else the next 412 reads it; a snapshot
+        refresh outside the commit lock may have moved this appender meanwhile)."""
+        if version != self._version + 1:
+            return
+        self._read_winner(version, winners)
+        self._version = version
+        self._confirmed = time.monotonic()  # its PUT just landed: nothing after it existed
+
+    def _read_winner(self, version: int, winners: Winners) -> None:
+        if len(self.winners_read) == self.winners_read.maxlen:
+            self.unread = max(self.unread, self.winners_read[0][0])  # forgotten from here on
+        self.winners_read.append((version, winners))
 
     def close(self) -> None:
         """Close the HTTP client."""
@@ -117,9 +150,17 @@ class ObjectAppender:
         Raises:
             OSError: A PUT failed until the client's deadline.
         """
-        groups = _groups(data)
+        return self.write_tables([data], data_change)
+
+    def write_tables(
+        self, tables: Sequence[pa.Table], data_change: bool = True
+    ) -> list[dict[str, dict[str, object]]]:
+        """:meth:`write_files` of several tables at once, each (partition, segment) of each table its own
+        file (a compaction round: one file per run, even for two runs of one segment)."""
         now = int(time.time() * 1000)
-        encoded = [self._encode(key, rows, now, data_change) for key, rows in groups]
+        encoded = [
+            self._encode(key, rows, now, data_change) for data in tables for key, rows in _groups(data)
+        ]
         if len(encoded) == 1:
             self.client.put(*encoded[0][0])
         else:
@@ -186,7 +227,9 @@ class ObjectAppender:
         raw = self.client.get(self.entry(target))
         if raw is None:  # taken, yet gone: cleaned up, so this writer's version was stale
             self._version = target
-            raise LostRace(Winners(versions=[target], changed_table=True))
+            gone = Winners(versions=[target], changed_table=True)
+            self._read_winner(target, gone)
+            raise LostRace(gone)
         winners = _winners(target, raw)
         if winners.commit_id == commit_id:
             self.landed_unseen += 1
@@ -196,6 +239,7 @@ class ObjectAppender:
             return target
         self.races += 1
         self._version = target
+        self._read_winner(target, winners)
         raise LostRace(winners)
 
     def entry(self, version: int) -> str:

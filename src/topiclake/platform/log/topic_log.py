@@ -37,12 +37,18 @@ from topiclake.platform.log._base import (
     partition_app_id,
 )
 from topiclake.platform.log._commit import LogCommits
+from topiclake.platform.log._object_compaction import commit_object_rewrites
 from topiclake.platform.log._reads import LogReads
 from topiclake.platform.log.append_handle import AppendHandle, PendingBatch
 from topiclake.platform.log.fast_append import LocalAppender
 from topiclake.platform.log.file_cache import SmallFileCache
 from topiclake.platform.log.file_index import FileIndex
-from topiclake.platform.log.maintenance import TOMBSTONE_RETENTION_S, TableMaintainer, log_retention_property
+from topiclake.platform.log.maintenance import (
+    TOMBSTONE_RETENTION_S,
+    Rewrites,
+    TableMaintainer,
+    log_retention_property,
+)
 from topiclake.platform.log.object_append import ObjectAppender
 from topiclake.platform.log.partition_offsets import record_partition_offsets
 from topiclake.platform.log.producer_state import ProducerStates, decode_state, producer_app_id
@@ -119,6 +125,9 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             history=self._record_ends,
             hold=self.hold_commits,
             version=self.known_version,
+            object_rewrites=self._object_rewrites(),
+            # on S3 only: a local disk reads its files back at no cost, and its compaction stays as measured
+            held=self.held_records if isinstance(self._fast, ObjectAppender) else None,
         )
         self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
@@ -184,6 +193,13 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         client = S3Client(location, deadline_s=max(120.0, config.request_timeout_ms / 1000))
         fresh_s = config.log_retention_ms / 2000
         return ObjectAppender(client, f"topics/{self.topic}", self._dt.version(), fresh_s)
+
+    def _object_rewrites(self) -> Rewrites | None:
+        """Compaction's commit on S3 through the flusher's appender (:mod:`._object_compaction`)."""
+        fast = self._fast
+        if not isinstance(fast, ObjectAppender):
+            return None
+        return lambda version, rewrites: commit_object_rewrites(fast, self.hold_commits, version, rewrites)
 
     def _table_properties(self) -> dict[str, str]:
         props = dict(TOPIC_TABLE_PROPERTIES)
