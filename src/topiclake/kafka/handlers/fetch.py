@@ -143,8 +143,9 @@ def _from_memory(ctx: Context, body: Any) -> tuple[list[dict[str, Any]], int] | 
     return topics, total
 
 
-async def _appended(ctx: Context, body: Any, timeout_s: float) -> None:
-    """Wait until a commit moves the end of any partition asked past its fetch offset, or ``timeout_s``.
+async def _appended(ctx: Context, body: Any, timeout_s: float) -> bool:
+    """Wait until a commit moves the end of any partition asked past its fetch offset, or ``timeout_s``;
+    False when one was past it already (nothing waited for).
 
     The flusher wakes the loop (:meth:`~topiclake.platform.log.topic_log.TopicLog.watch`); a partition
     that cannot be watched here (not open, led elsewhere) is looked at again every few milliseconds.
@@ -169,18 +170,24 @@ async def _appended(ctx: Context, body: Any, timeout_s: float) -> None:
                     continue
                 try:
                     if not log.watch(int(p.partition), int(p.fetch_offset), wake):
-                        return  # records came meanwhile
+                        return False  # records came meanwhile
                 except TopiclakeError:
-                    return  # the fetch itself answers the error
+                    return False  # the fetch itself answers the error
                 watched.append((log, int(p.partition)))
         timer = loop.call_later(timeout_s, done)
         try:
             await woken
         finally:
             timer.cancel()
+        return True
     finally:
         for log, partition in watched:
             log.unwatch(partition, wake)
+
+
+def _failed(topics: list[dict[str, Any]]) -> bool:
+    """Whether a partition of the answer has an error (Kafka answers those without waiting)."""
+    return any(p.get("error_code", 0) != 0 for t in topics for p in t["partitions"])
 
 
 async def fetch(ctx: Context, req: Request) -> dict[str, Any]:
@@ -200,9 +207,11 @@ async def fetch(ctx: Context, req: Request) -> dict[str, Any]:
         topics, n = answer if answer is not None else await ctx.run(_fetch_once, ctx, body, 0.0)
         first = False
         remaining = deadline - time.monotonic()
-        if not waiting or n >= min_bytes or n > 0 or remaining <= 0:
+        if not waiting or n >= min_bytes or n > 0 or remaining <= 0 or _failed(topics):
             break
-        await _appended(ctx, body, remaining)
+        if not await _appended(ctx, body, remaining):
+            # the end is past a fetch offset, yet nothing was read there (a gap): look again shortly
+            await asyncio.sleep(min(_POLL_S, remaining))
     return {"error_code": 0, "session_id": 0, "responses": topics}
 
 
