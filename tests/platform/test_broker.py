@@ -148,6 +148,14 @@ def test_watchers_wake_once_on_commit_and_tail_reads_stop_at_the_end(broker: Bro
     assert log.read_tail(0, 2, 10, 1 << 20) is None  # at the end: nothing to read
     broker.produce("t", [Record(value=b"c", partition=0)])
     assert calls == ["p0"]  # called once, then dropped
+
+    def boom() -> None:
+        raise RuntimeError("a watcher that fails")
+
+    assert log.watch(0, 3, boom)
+    broker.produce("t", [Record(value=b"d", partition=0)])
+    broker.produce("t", [Record(value=b"e", partition=0)])  # the flusher survived the failing watcher
+    assert log.high_watermark(0) == 5
     broker.close()
     assert calls == ["p0", "p1"]  # closing wakes every long poll
 

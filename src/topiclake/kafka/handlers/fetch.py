@@ -10,6 +10,7 @@ the records it then finds in the tail are encoded on the loop too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -158,7 +159,8 @@ async def _appended(ctx: Context, body: Any, timeout_s: float) -> bool:
             woken.set_result(None)
 
     def wake() -> None:  # on the flusher's thread
-        loop.call_soon_threadsafe(done)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(done)
 
     watched = []
     try:

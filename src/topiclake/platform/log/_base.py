@@ -87,7 +87,10 @@ class LedPartition:
             self.cond.notify_all()
             woken, self.watchers = self.watchers, []
         for wake in woken:
-            wake()
+            try:
+                wake()
+            except Exception:  # a watcher's failure must not stop the flusher that called it
+                logger.exception("partition %d: a long poll's wake-up failed", self.partition)
 
 
 class LogBase:
