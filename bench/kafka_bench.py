@@ -19,8 +19,11 @@ Kafka's ConsumerPerformance and with confluent-kafka's consumer (a group, ``fetc
 first right after the produce (the newest records in the tail cache, the rest in the small files just
 written), then once the broker's compaction has merged those files (history). ``--only latency`` runs
 Kafka's EndToEndLatency (acks=all: send, ack, poll back, one record at a time) and 32 confluent-kafka
-producers with one synchronous acks=all send each (the anchor's row uses Java); ``--only consume,latency``
-runs both. The anchor (``--anchor``) runs ``ONLY=cmp`` for these, so Kafka's rows come from the same run.
+producers with one synchronous acks=all send each (the anchor's row uses Java), and one confluent-kafka
+producer sending one record at a time to a consumer of 1 and 3 partitions waiting at their end (the
+send's ack and the poll back timed apart: the consumer's wake-up is their difference);
+``--only consume,latency`` runs both. The anchor (``--anchor``) runs ``ONLY=cmp`` for these, so Kafka's
+rows come from the same run.
 
 ``--profile`` writes ``bench/results/kafka_profile_<n>.txt`` per scenario: py-spy's collapsed stacks
 (``--nonblocking``, every thread, idle excluded), the input of any flame-graph tool.
@@ -145,6 +148,61 @@ def end_to_end_latency(bootstrap: str, topic: str, records: int) -> dict[str, fl
     if out.returncode != 0 or m is None:
         raise RuntimeError(f"EndToEndLatency failed: {out.stdout[-1000:]} {out.stderr[-1000:]}")
     return {"records": float(records), "rec_per_s": 0.0, "avg_ms": float(m[1]), "p99_ms": float(m[3])}
+
+
+def send_and_poll_back(bootstrap: str, topic: str, records: int, partitions: int) -> dict[str, float]:
+    """One confluent-kafka producer (one synchronous acks=all send at a time, round robin over the
+    partitions) and one consumer of every partition waiting at the end (``fetch.wait.max.ms=500``): the
+    latency from send to the record polled back (avg/p99) and of the send's ack alone (ack_*): their
+    difference is the consumer's wake-up."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"spb-{topic}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 500,
+            "fetch.queue.backoff.ms": 0,
+        }
+    )
+    c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+
+    def poll_back(value: bytes) -> None:
+        deadline = time.perf_counter() + 30
+        while time.perf_counter() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None and m.value() == value:
+                return
+        raise RuntimeError("record not polled back in 30 s")
+
+    for i in range(partitions):  # warm: connected, every partition fetched once
+        p.produce(topic, b"warm", partition=i)
+        p.flush(30)
+        poll_back(b"warm")
+    acks, e2e = [], []
+    for i in range(records):
+        value = b"%d" % i + b"x" * 95
+        t0 = time.perf_counter()
+        p.produce(topic, value, partition=i % partitions)
+        if p.flush(30):
+            raise RuntimeError("send not acknowledged in 30 s")
+        acks.append(time.perf_counter() - t0)
+        poll_back(value)
+        e2e.append(time.perf_counter() - t0)
+    c.close()
+    acks.sort()
+    e2e.sort()
+    p99 = int(0.99 * (records - 1))
+    return {
+        "records": float(records),
+        "rec_per_s": 0.0,
+        "avg_ms": sum(e2e) / records * 1000,
+        "p99_ms": e2e[p99] * 1000,
+        "ack_avg_ms": sum(acks) / records * 1000,
+        "ack_p99_ms": acks[p99] * 1000,
+    }
 
 
 def sync_producers(bootstrap: str, topic: str, threads: int, per_thread: int) -> dict[str, float]:
@@ -293,6 +351,12 @@ def main() -> int:
             if "latency" in only:
                 create("e2e", 1)
                 measure("EndToEndLatency 1p acks=all", partial(end_to_end_latency, bootstrap, "e2e", 3000))
+                for parts in (1, 3):
+                    create(f"spb{parts}", parts)
+                    measure(
+                        f"confluent-kafka send, ack, poll back {parts}p acks=all",
+                        partial(send_and_poll_back, bootstrap, f"spb{parts}", 1000, parts),
+                    )
                 create("sync", 1)
                 measure(
                     "32 confluent-kafka producers, one synchronous acks=all send each",
@@ -314,8 +378,8 @@ def main() -> int:
         "",
         f"Machine: {facts}",
         "",
-        "| target | scenario | records/s | avg ms | p99 ms | broker RSS MiB |",
-        "|---|---|---|---|---|---|",
+        "| target | scenario | records/s | avg ms | p99 ms | ack avg / p99 ms | broker RSS MiB |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [
@@ -324,6 +388,7 @@ def main() -> int:
             f"{r['rec_per_s']:.0f}",
             r.get("avg_ms", ""),
             r.get("p99_ms", ""),
+            f"{r['ack_avg_ms']:.2f} / {r['ack_p99_ms']:.2f}" if "ack_avg_ms" in r else "",
             f"{r['rss_mib']:.0f}" if r.get("rss_mib") else "",
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")

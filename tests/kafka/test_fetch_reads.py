@@ -126,3 +126,52 @@ def test_tail_read_while_producing(tmp_path: Path) -> None:
         assert got and got[0] == _expected(kafka, "tail")
     finally:
         stop_gateway(gw, server, thread)
+
+
+def test_waiting_consumer_of_three_partitions_is_woken_by_each_commit(kafka: KafkaGateway) -> None:
+    """A consumer at the tail of three partitions, its fetches waiting up to 3 s: each one-record commit
+    reaches it long before that (the commit wakes the waiting fetch), and a burst bigger than what the
+    event loop encodes itself comes whole and in order."""
+    kafka.gw.broker.create_topic("wake", partitions=3)
+    c = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap,
+            "group.id": "g-wake",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 3000,
+            "fetch.queue.backoff.ms": 0,
+        }
+    )
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all", "linger.ms": 0})
+    c.assign([TopicPartition("wake", i, 0) for i in range(3)])
+
+    def next_values(n: int, timeout_s: float) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout_s
+        while len(out) < n and time.monotonic() < deadline:
+            for m in c.consume(num_messages=n - len(out), timeout=0.05):
+                assert m.error() is None, m.error()
+                out.append((m.partition(), m.value()))
+        return out
+
+    try:
+        for i in range(3):
+            p.produce("wake", b"warm", partition=i)
+        assert p.flush(30) == 0
+        assert len(next_values(3, 30)) == 3
+        time.sleep(0.2)  # the consumer's fetches now wait at the end of every partition
+        took = []
+        for i in range(12):
+            started = time.monotonic()
+            p.produce("wake", f"r{i}".encode(), partition=i % 3)
+            assert p.flush(30) == 0
+            assert next_values(1, 10) == [(i % 3, f"r{i}".encode())]
+            took.append(time.monotonic() - started)
+        assert max(took) < 1.5, took  # woken by the commit, not by the end of the 3-s wait
+        burst = [f"b{i}".encode() for i in range(2500)]
+        for v in burst:
+            p.produce("wake", v, partition=1)
+        assert p.flush(30) == 0
+        assert next_values(len(burst), 30) == [(1, v) for v in burst]
+    finally:
+        c.close()

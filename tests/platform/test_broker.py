@@ -125,6 +125,41 @@ def test_long_poll_returns_when_data_arrives(broker: Broker) -> None:
     assert empty.records.num_rows == 0
 
 
+def test_watchers_wake_once_on_commit_and_tail_reads_stop_at_the_end(broker: Broker) -> None:
+    """A long poll without a thread: a watcher is called once when a commit moves the end past its
+    offset, not at all once unwatched, and never registered when the end is past already; the tail read
+    an event loop makes of what woke it holds exactly the committed records."""
+    broker.create_topic("t", partitions=2)
+    log = broker.open_log("t")
+    assert log is not None
+    calls: list[str] = []
+    assert log.watch(0, 0, lambda: calls.append("p0"))
+    assert log.watch(1, 0, lambda: calls.append("p1"))
+    dropped = lambda: calls.append("dropped")  # noqa: E731
+    assert log.watch(0, 0, dropped)
+    log.unwatch(0, dropped)
+    assert log.read_tail(0, 0, 10, 1 << 20) is None  # nothing committed yet
+    broker.produce("t", [Record(value=b"a", partition=0), Record(value=b"b", partition=0)])
+    assert calls == ["p0"]  # partition 1 did not move; the unwatched one is gone
+    assert not log.watch(0, 1, lambda: calls.append("late"))  # the end is past offset 1 already
+    tail = log.read_tail(0, 1, 10, 1 << 20)
+    assert tail is not None and tail[1] == 2
+    assert tail[0]["value"].to_pylist() == [b"b"] and tail[0]["offset"].to_pylist() == [1]
+    assert log.read_tail(0, 2, 10, 1 << 20) is None  # at the end: nothing to read
+    broker.produce("t", [Record(value=b"c", partition=0)])
+    assert calls == ["p0"]  # called once, then dropped
+
+    def boom() -> None:
+        raise RuntimeError("a watcher that fails")
+
+    assert log.watch(0, 3, boom)
+    broker.produce("t", [Record(value=b"d", partition=0)])
+    broker.produce("t", [Record(value=b"e", partition=0)])  # the flusher survived the failing watcher
+    assert log.high_watermark(0) == 5
+    broker.close()
+    assert calls == ["p0", "p1"]  # closing wakes every long poll
+
+
 def test_acks_1_and_0(broker: Broker, storage: Storage) -> None:
     broker.create_topic("t")
     r1 = broker.produce("t", [Record(value=b"a"), Record(value=b"b")], acks=1)

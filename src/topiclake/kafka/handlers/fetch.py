@@ -1,14 +1,16 @@
 """Fetch (long-poll with max_wait_ms/min_bytes, records re-encoded as RecordBatch v2) and ListOffsets.
 
-A fetch with nothing to read (every partition at its end: a consumer at the tail, Kafka's EndToEndLatency
-polling with ``fetch.max.wait.ms=0``) is answered on the event loop from the logs' in-memory high
-watermarks, without a thread; a waiting fetch of several partitions looks again every few milliseconds
-the same way and takes a thread only once there is something to read.
+A fetch that memory can answer is answered on the event loop, without a thread: every partition asked
+at its end (a consumer at the tail, Kafka's EndToEndLatency polling with ``fetch.max.wait.ms=0``) or a
+few records behind it in the in-memory tail. A fetch that waits for records registers a watcher on each
+partition it asks for and the flusher wakes the loop as the commit lands (no pool thread, no polling);
+the records it then finds in the tail are encoded on the loop too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -22,6 +24,10 @@ from topiclake.kafka.context import Context
 
 _POLL_S = 0.005
 _MAX_RECORDS = 100_000
+#: A fetch is answered on the event loop from the in-memory tail up to this many records and Arrow bytes
+#: (a consumer at the tail woken by a commit: no thread hand-off); more is read on the listener's threads.
+_LOOP_MAX_RECORDS = 1024
+_LOOP_MAX_BYTES = 256 * 1024
 #: How long a partition's log start offset, as a fetch last answered it, may be repeated by a caught-up one.
 _LOG_START_TTL_S = 1.0
 _LOG_STARTS = "fetch_log_starts"  # key in Context.state: (topic, partition) -> (log start, when)
@@ -83,14 +89,18 @@ def _single(body: Any) -> bool:
     return len(body.topics) == 1 and len(body.topics[0].partitions) == 1
 
 
-def _caught_up(ctx: Context, body: Any) -> list[dict[str, Any]] | None:
-    """The answer to a fetch with nothing to read, made without I/O, or None if it cannot be.
+def _from_memory(ctx: Context, body: Any) -> tuple[list[dict[str, Any]], int] | None:
+    """The answer to a fetch made from memory on the event loop, or None if it cannot be.
 
-    Every partition asked must be open and led here, asked from its high watermark, and have had its log
-    start answered by a fetch within the last second (nothing here reads the table).
+    Every partition asked must be open and led here, asked from its high watermark (nothing to read) or
+    from an offset the in-memory tail holds with at most :data:`_LOOP_MAX_RECORDS` records and
+    :data:`_LOOP_MAX_BYTES` bytes up to the end (a consumer at the tail, just woken by a commit), and
+    have had its log start answered by a fetch within the last second (nothing here reads the table).
     """
     starts: dict[tuple[str, int], tuple[int, float]] = ctx.state.get(_LOG_STARTS, {})
     now = time.monotonic()
+    budget = max(int(getattr(body, "max_bytes", 0x7FFFFFFF)), 1)
+    total = 0
     topics = []
     for t in body.topics:
         log = ctx.broker.open_log(str(t.topic))
@@ -98,16 +108,26 @@ def _caught_up(ctx: Context, body: Any) -> list[dict[str, Any]] | None:
             return None
         parts = []
         for p in t.partitions:
-            partition = int(p.partition)
+            partition, offset = int(p.partition), int(p.fetch_offset)
             seen = starts.get((str(t.topic), partition))
             if seen is None or now - seen[1] > _LOG_START_TTL_S or not log.leads(partition):
                 return None
             try:
                 hwm = log.high_watermark(partition)
+                if offset != hwm and not 0 < hwm - offset <= _LOOP_MAX_RECORDS:
+                    return None
+                data = b""
+                if offset < hwm and budget > 0:
+                    tail = log.read_tail(partition, offset, _LOOP_MAX_RECORDS, _LOOP_MAX_BYTES + 1)
+                    if tail is None or tail[0].nbytes > _LOOP_MAX_BYTES:
+                        return None
+                    records, hwm = tail
+                    limit = max(min(int(p.partition_max_bytes), budget), 1)
+                    data, _kept = encode_up_to(records, limit, 0)
             except TopiclakeError:
                 return None
-            if int(p.fetch_offset) != hwm:
-                return None
+            budget -= len(data)
+            total += len(data)
             parts.append(
                 {
                     "partition_index": partition,
@@ -117,11 +137,59 @@ def _caught_up(ctx: Context, body: Any) -> list[dict[str, Any]] | None:
                     "log_start_offset": seen[0],
                     "aborted_transactions": [],
                     "preferred_read_replica": -1,
-                    "records": b"",
+                    "records": data,
                 }
             )
         topics.append({"topic": t.topic, "partitions": parts})
-    return topics
+    return topics, total
+
+
+async def _appended(ctx: Context, body: Any, timeout_s: float) -> bool:
+    """Wait until a commit moves the end of any partition asked past its fetch offset, or ``timeout_s``;
+    False when one was past it already (nothing waited for).
+
+    The flusher wakes the loop (:meth:`~topiclake.platform.log.topic_log.TopicLog.watch`); a partition
+    that cannot be watched here (not open, led elsewhere) is looked at again every few milliseconds.
+    """
+    loop = asyncio.get_running_loop()
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def done() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    def wake() -> None:  # on the flusher's thread
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(done)
+
+    watched = []
+    try:
+        for t in body.topics:
+            log = ctx.broker.open_log(str(t.topic))
+            for p in t.partitions:
+                if log is None or not log.leads(int(p.partition)):
+                    timeout_s = min(timeout_s, _POLL_S)
+                    continue
+                try:
+                    if not log.watch(int(p.partition), int(p.fetch_offset), wake):
+                        return False  # records came meanwhile
+                except TopiclakeError:
+                    return False  # the fetch itself answers the error
+                watched.append((log, int(p.partition)))
+        timer = loop.call_later(timeout_s, done)
+        try:
+            await woken
+        finally:
+            timer.cancel()
+        return True
+    finally:
+        for log, partition in watched:
+            log.unwatch(partition, wake)
+
+
+def _failed(topics: list[dict[str, Any]]) -> bool:
+    """Whether a partition of the answer has an error (Kafka answers those without waiting)."""
+    return any(p.get("error_code", 0) != 0 for t in topics for p in t["partitions"])
 
 
 async def fetch(ctx: Context, req: Request) -> dict[str, Any]:
@@ -130,26 +198,22 @@ async def fetch(ctx: Context, req: Request) -> dict[str, Any]:
     max_wait = max(ms(body.max_wait), 0)
     min_bytes = max(int(body.min_bytes), 0)
     deadline = time.monotonic() + max_wait / 1000
-    caught = _caught_up(ctx, body)
-    if caught is not None and (max_wait == 0 or min_bytes == 0):
-        topics = caught  # nothing to read, and no wait asked for
-    elif _single(body):  # one partition: let the log's own long poll wake us on the commit
-        wait = float(max_wait) if min_bytes > 0 else 0.0
-        run = ctx.run_poll if wait > 0 else ctx.run
-        topics, _n = await run(_fetch_once, ctx, body, wait)
-    else:
-        while True:
-            if caught is None:
-                topics, n = await ctx.run(_fetch_once, ctx, body, 0.0)
-                if n >= min_bytes or n > 0:
-                    break
-            else:
-                topics = caught
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
+    waiting = max_wait > 0 and min_bytes > 0
+    first = True
+    while True:
+        answer = _from_memory(ctx, body)
+        if answer is None and first and waiting and _single(body):
+            # one partition the loop cannot answer: the log's own long poll, on a poll thread
+            topics, _n = await ctx.run_poll(_fetch_once, ctx, body, float(max_wait))
+            break
+        topics, n = answer if answer is not None else await ctx.run(_fetch_once, ctx, body, 0.0)
+        first = False
+        remaining = deadline - time.monotonic()
+        if not waiting or n >= min_bytes or n > 0 or remaining <= 0 or _failed(topics):
+            break
+        if not await _appended(ctx, body, remaining):
+            # the end is past a fetch offset, yet nothing was read there (a gap): look again shortly
             await asyncio.sleep(min(_POLL_S, remaining))
-            caught = _caught_up(ctx, body)
     return {"error_code": 0, "session_id": 0, "responses": topics}
 
 

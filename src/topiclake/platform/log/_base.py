@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,26 @@ class LedPartition:
     segment_first_ms: int
     tail: TailCache
     cond: threading.Condition = field(default_factory=threading.Condition)
+    #: Called once (on the flusher) when the high watermark next moves, and dropped: long polls waiting on
+    #: an event loop (:meth:`LogReads.watch`), woken as the threads waiting on ``cond`` are.
+    watchers: list[Callable[[], None]] = field(default_factory=list)
+
+    def advance(self, end: int) -> None:
+        """Raise the high watermark to ``end`` (a commit landed) and wake every long poll."""
+        with self.cond:
+            self.high_watermark = max(self.high_watermark, end)
+        self.wake()
+
+    def wake(self) -> None:
+        """Wake every long poll of this partition (they look again: new records, a close, a handover)."""
+        with self.cond:
+            self.cond.notify_all()
+            woken, self.watchers = self.watchers, []
+        for wake in woken:
+            try:
+                wake()
+            except Exception:  # a watcher's failure must not stop the flusher that called it
+                logger.exception("partition %d: a long poll's wake-up failed", self.partition)
 
 
 class LogBase:

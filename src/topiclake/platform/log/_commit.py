@@ -100,10 +100,7 @@ class LogCommits(LogLocal):
         else:
             self._add_to_tails(take)
         for p, end in ends.items():
-            part = self._parts[p]
-            with part.cond:
-                part.high_watermark = max(part.high_watermark, end)
-                part.cond.notify_all()
+            self._parts[p].advance(end)
         settle_all(pend.handle for pend in take)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
@@ -334,6 +331,7 @@ class LogCommits(LogLocal):
                 part.tail.clear()
                 with part.cond:
                     part.high_watermark = tv
+                part.wake()  # another writer's records are there to read
                 if part.segment_base > tv:
                     part.segment_base = tv
         if deposed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,6 +70,44 @@ class LogReads(LogBase):
             index = self._refresh_index(min_version=self.known_version())
             start = index.log_start_offset(partition)
         return start if start is not None else part.high_watermark
+
+    def read_tail(
+        self, partition: int, offset: int, max_records: int, max_bytes: int
+    ) -> tuple[pa.Table, int] | None:
+        """Committed records from ``offset`` on and the high watermark, if the in-memory tail holds them:
+        no I/O, no waiting (an event loop may call it). None: the tail cannot answer (``offset`` is not
+        in it or beyond the end, or another broker leads the partition); :meth:`fetch` can.
+
+        Raises:
+            PartitionNotFound: the topic has no such partition.
+        """
+        part = self._partition(partition)
+        hwm = part.high_watermark
+        if not self.leads(partition) or not 0 <= offset < hwm:
+            return None
+        # the tail takes a commit's records just before the high watermark moves past them
+        records = part.tail.read(offset, min(max_records, hwm - offset), max_bytes)
+        return None if records is None else (records, hwm)
+
+    def watch(self, partition: int, offset: int, wake: Callable[[], None]) -> bool:
+        """Have ``wake`` called once, from the flusher, when the partition's high watermark next moves
+        (or the log closes or hands the partition over): a long poll without a thread. Returns False,
+        registering nothing, when the end is already past ``offset``."""
+        part = self._partition(partition)
+        with part.cond:
+            if part.high_watermark > offset:
+                return False
+            part.watchers.append(wake)
+        return True
+
+    def unwatch(self, partition: int, wake: Callable[[], None]) -> None:
+        """Drop ``wake`` if :meth:`watch` registered it and it has not been called."""
+        part = self._parts.get(partition)
+        if part is None:
+            return
+        with part.cond:
+            if wake in part.watchers:
+                part.watchers.remove(wake)
 
     def fetch(
         self, partition: int, offset: int, max_records: int, max_bytes: int, wait_ms: float = 0

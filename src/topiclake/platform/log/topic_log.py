@@ -309,8 +309,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
                     for p in fresh:
                         old_part = self._parts[p]
                         self._parts[p] = self._recover_partition(p, index, reader)
-                        with old_part.cond:  # wake long-polls on the old state: they re-read
-                            old_part.cond.notify_all()
+                        old_part.wake()  # long polls on the old state re-read
                 except FOREIGN_ERRORS as exc:
                     raise StorageError(f"cannot take over {self.topic}: {exc}", topic=self.topic) from exc
             dropped = [pend for pend in self._queue if pend.partition in lost]
@@ -357,8 +356,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
                 pend.handle.settle(abandon)
         self._flusher.join(timeout_s)
         for part in self._parts.values():
-            with part.cond:
-                part.cond.notify_all()
+            part.wake()
         self._closed = True
         if isinstance(self._fast, ObjectAppender):
             self._fast.close()
