@@ -12,9 +12,11 @@ from topiclake.platform.cluster.membership import Membership
 from topiclake.platform.cluster.metadata import BrokerEndpoint, Endpoint
 
 
-def endpoint(broker_id: int, port: int) -> BrokerEndpoint:
-    http = Endpoint("http", "127.0.0.1", port)
-    return BrokerEndpoint(broker_id, "127.0.0.1", port, None, (http,))
+def endpoint(broker_id: int, port: int, kafka: int = 0) -> BrokerEndpoint:
+    listeners = [Endpoint("http", "127.0.0.1", port)]
+    if kafka:
+        listeners.append(Endpoint("kafka", "127.0.0.1", kafka))
+    return BrokerEndpoint(broker_id, "127.0.0.1", port, None, tuple(listeners))
 
 
 def test_a_restarted_broker_is_read_again_and_a_silent_one_dies(tmp_path: Path) -> None:
@@ -27,10 +29,16 @@ def test_a_restarted_broker_is_read_again_and_a_silent_one_dies(tmp_path: Path) 
     again = Membership(storage, 2, session_timeout_ms=600, heartbeat_interval_ms=100)
     again.register(endpoint(2, 2222), wait_s=0)
     assert watcher.scan()[2].port == 2222
+    # a listener started after the broker joined (the Kafka listener) is read at the next scan, once
+    again.beat(endpoint(2, 2222, kafka=3333))
+    kafka = watcher.scan()[2].listener("kafka")
+    assert kafka is not None and kafka.port == 3333
+    markers = [i.name for i in SystemObjects(storage).list() if i.name.startswith("_incarnation.2.")]
+    assert markers == [f"_incarnation.2.{again.incarnation}.1"]  # the first advertisement's is gone
     # beats keep it alive on the watcher's clock; silence kills it
     for _ in range(4):
         time.sleep(0.2)
-        again.beat(endpoint(2, 2222))
+        again.beat(endpoint(2, 2222, kafka=3333))
         assert 2 in watcher.scan()
     time.sleep(0.8)
     assert 2 not in watcher.scan()

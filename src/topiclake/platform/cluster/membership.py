@@ -1,16 +1,17 @@
 """Broker membership: each broker heartbeats a small file into the warehouse; others watch them.
 
-``_system/brokers/<id>.json`` holds the broker's id, a random incarnation, its advertised listeners, its
-rack and a sequence number that grows with every heartbeat. A watcher lists the folder (one LIST on an
-object store) and judges liveness on its own monotonic clock: a broker is alive while its file keeps
-changing (its modification time or size moves with every heartbeat), dead once it has not changed for the
-session timeout (or once its file is gone: a broker that shuts down cleanly deletes it). A watcher reads a
-broker's file only when it first sees it, or when that broker's incarnation marker
-``_incarnation.<id>.<incarnation>`` (written once when a broker registers) names an incarnation it has not
-read: that is where it learns the broker's listeners, and the first sighting uses the writer's wall-clock
-time to tell a stale file from a fresh one. Version markers of the cluster's tables share the folder, so
-the same listing tells whether they moved (:mod:`topiclake.platform.catalog.system_objects`). Safety never
-rests on these timeouts: they decide liveness, the Delta fences decide who may commit.
+``_system/brokers/<id>.json`` holds the broker's id, a random incarnation, its advertised listeners, its rack
+and a sequence number that grows with every heartbeat. A watcher lists the folder (one LIST on an object
+store) and judges liveness on its own monotonic clock: a broker is alive while its file keeps changing (its
+modification time or size moves with every heartbeat), dead once it has not changed for the session timeout
+(or once its file is gone: a broker that shuts down cleanly deletes it). A watcher reads a broker's file only
+when it first sees it, or when that broker's marker ``_incarnation.<id>.<incarnation>.<n>`` names something it
+has not read: a broker writes it when it registers (``n`` 0) and again, with ``n + 1``, each time what it
+advertises changes (a listener started after it joined, as the Kafka listener is), after the heartbeat that
+carries the change. That is where a watcher learns the broker's listeners, and the first sighting uses the
+writer's wall-clock time to tell a stale file from a fresh one. Version markers of the cluster's tables share
+the folder, so the same listing tells whether they moved (:mod:`topiclake.platform.catalog.system_objects`).
+Safety never rests on these timeouts: they decide liveness, the Delta fences decide who may commit.
 """
 
 from __future__ import annotations
@@ -58,17 +59,20 @@ def _endpoint(doc: dict[str, Any]) -> BrokerEndpoint:
 
 
 def _incarnations(listing: list[Listed]) -> dict[int, str]:
-    """The newest incarnation marker of each broker id in a listing."""
-    newest: dict[int, Listed] = {}
+    """The newest incarnation marker of each broker id in a listing (by modification time, then by the
+    advertisement's number: an object store may keep whole seconds)."""
+    newest: dict[int, tuple[int, int, str]] = {}
     for item in listing:
         if not item.name.startswith(_INCARNATION):
             continue
-        bid, _, _ = item.name[len(_INCARNATION) :].partition(".")
+        bid, _, rest = item.name[len(_INCARNATION) :].partition(".")
+        gen = rest.rpartition(".")[2]
         if bid.isdigit():
+            key = (item.mtime_ns, int(gen) if gen.isdigit() else -1, item.name)
             old = newest.get(int(bid))
-            if old is None or (item.mtime_ns, item.name) > (old.mtime_ns, old.name):
-                newest[int(bid)] = item
-    return {bid: item.name for bid, item in newest.items()}
+            if old is None or key > old:
+                newest[int(bid)] = key
+    return {bid: key[2] for bid, key in newest.items()}
 
 
 class Membership:
@@ -93,7 +97,9 @@ class Membership:
         self._seq = 0
         self._seen: dict[int, _Seen] = {}
         self._name = f"{broker_id}.json"
-        self._marker = f"{_INCARNATION}{broker_id}.{self.incarnation}"
+        self._marker = f"{_INCARNATION}{broker_id}.{self.incarnation}.0"
+        self._advertised: BrokerEndpoint | None = None  # what the marker's heartbeat advertised
+        self._advertisements = 0
         self.last_beat = 0.0  # monotonic time of the last heartbeat that reached the warehouse
         self.listing: list[Listed] = []  # the folder as the last scan listed it
         self.markers: dict[str, int] = {}  # the newest version marker of each kind in that listing
@@ -113,6 +119,7 @@ class Membership:
         self.beat(endpoint)
         try:
             self.objects.put(self._marker, b"")
+            self._advertised = endpoint
             for item in self.objects.list():  # markers of this id's earlier incarnations
                 if item.name.startswith(f"{_INCARNATION}{self.broker_id}.") and item.name != self._marker:
                     self.objects.delete(item.name)
@@ -169,6 +176,22 @@ class Membership:
         except OSError as exc:
             raise StorageError(f"broker {self.broker_id}: cannot write heartbeat: {exc}") from exc
         self.last_beat = time.monotonic()
+        if self._advertised is not None and self._advertised != endpoint:
+            self._readvertise(endpoint)
+
+    def _readvertise(self, endpoint: BrokerEndpoint) -> None:
+        """Tell watchers to read this broker's file again: it advertises something new (a listener that
+        started after the broker joined). A marker the store refused is written at the next beat."""
+        self._advertisements += 1
+        marker = f"{_INCARNATION}{self.broker_id}.{self.incarnation}.{self._advertisements}"
+        try:
+            self.objects.put(marker, b"")
+        except OSError as exc:
+            logger.warning("broker %d: cannot announce its new listeners: %s", self.broker_id, exc)
+            return
+        self.objects.delete(self._marker)
+        self._marker, self._advertised = marker, endpoint
+        logger.info("broker %d advertises %s", self.broker_id, [e.name for e in endpoint.listeners])
 
     def deregister(self) -> None:
         """Remove this broker's heartbeat (a clean shutdown: others see it gone at once)."""
