@@ -239,16 +239,15 @@ class LogLocal(LogBase):
         table, makes us refresh the snapshot, check the table is still ours to write and move queued
         records behind another writer's (rebuilt when they moved).
         """
-        if any(not self.leads(pend.partition) for pend in self._inflight):
-            return True
+        moved = any(not self.leads(pend.partition) for pend in self._inflight)
         ours = {partition_app_id(self.topic, p) for p in list(self._parts) if self.leads(p)}
         ours |= {epoch_app_id(self.topic, p) for p in list(self._parts) if self.leads(p)}
         if not ours & winners.txns.keys() and not winners.changed_table:
-            return False  # other brokers write only the partitions they lead: no concern of ours
+            return moved  # other brokers write only the partitions they lead: no concern of ours
         self._refresh_snapshot()
         if winners.changed_table:
             self._check_table(self._dt)
-        return self._rebase_if_fenced()
+        return self._rebase_if_fenced() or moved
 
     def _refresh_snapshot(self) -> None:
         """Bring the commit path's delta-rs snapshot to the table's newest version (reopened when the
