@@ -15,31 +15,40 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from topiclake.process.ports import free_port
+
+#: ``@pytest.mark.parametrize("store", STORES, indirect=True)``: a test over a directory and over S3 (the
+#: S3 runs in one xdist group: one worker runs them one after another, see conftest.py).
+STORES = ["local", pytest.param("s3", marks=pytest.mark.xdist_group("cluster-s3"))]
 
 
 class BrokerProcess:
     """``topiclake serve --broker-id N`` over ``warehouse`` on a free port of 127.0.0.1.
 
     Args:
-        warehouse: The shared warehouse.
+        warehouse: The shared warehouse: a directory, or an ``s3://`` URI.
         broker_id: The broker's id.
         log: File the broker's output goes to.
         port: Port to listen on (default: a free one).
         extra: More ``serve`` arguments.
+        env: More environment (``AWS_*`` for an S3 warehouse); also the storage options of this process's
+            own reads of the warehouse (:attr:`options`).
     """
 
     def __init__(
         self,
-        warehouse: Path,
+        warehouse: Path | str,
         broker_id: int,
         log: Path,
         *,
         port: int | None = None,
         extra: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.warehouse = warehouse
+        self.env = dict(env or {})
         self.broker_id = broker_id
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -67,7 +76,7 @@ class BrokerProcess:
     def start(self, wait: float = 60.0) -> BrokerProcess:
         """Start the broker and return once it answers ``/healthz``."""
         out = self.log.open("ab")
-        env = {**os.environ, "TOPICLAKE_BROKER__LINGER_MS": "1"}
+        env = {**os.environ, "TOPICLAKE_BROKER__LINGER_MS": "1", **self.env}
         self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         out.close()
         deadline = time.monotonic() + wait
@@ -81,6 +90,15 @@ class BrokerProcess:
                 self.stop()
                 raise RuntimeError(f"broker {self.broker_id} did not start:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.05)
+
+    @property
+    def options(self) -> dict[str, str] | None:
+        """Storage options to read the warehouse from this process (None for a directory)."""
+        return self.env or None
+
+    def table_uri(self, topic: str) -> str:
+        """The URI of a topic's Delta table."""
+        return f"{str(self.warehouse).rstrip('/')}/topics/{topic}"
 
     @property
     def alive(self) -> bool:

@@ -1,23 +1,66 @@
-"""Fixtures of the cluster tests: brokers in subprocesses, always stopped by pid."""
+"""Fixtures of the cluster tests: brokers in subprocesses, always stopped by pid.
+
+A test parametrized with ``store`` (indirectly, with ``broker_harness.STORES``) runs its brokers over a
+local directory and over S3: the project's local S3 API server (one per test session and worker, stopped by
+its pid), a bucket and a counting proxy per test, the brokers configured by AWS's usual variables only. The
+S3 runs share one xdist group with tests/platform/cluster's: one worker runs them one after another.
+"""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from broker_harness import BrokerProcess
 
+from topiclake.objectstore import LocalS3Server, ProxyProcess
+
+_buckets = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def cluster_s3_server() -> Iterator[LocalS3Server]:
+    server = LocalS3Server().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
 
 @pytest.fixture
-def start_brokers(tmp_path: Path) -> Iterator[Callable[..., list[BrokerProcess]]]:
+def store(request: pytest.FixtureRequest) -> str:
+    """``local`` unless the test is parametrized with ``STORES``."""
+    return str(getattr(request, "param", "local"))
+
+
+@pytest.fixture
+def start_brokers(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., list[BrokerProcess]]]:
     """``start_brokers(n)``: n brokers (ids 1..n) over one warehouse; each is stopped after the test."""
     started: list[BrokerProcess] = []
-    warehouse = tmp_path / "wh"
+    warehouse: Path | str = tmp_path / "wh"
+    env: dict[str, str] = {}
+    proxy: ProxyProcess | None = None
+    if store == "s3":
+        server: LocalS3Server = request.getfixturevalue("cluster_s3_server")
+        bucket = f"brokers-{next(_buckets)}"
+        server.create_bucket(bucket)
+        proxy = ProxyProcess(server.endpoint).start()
+        warehouse = f"s3://{bucket}/wh"
+        env = {
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": proxy.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+        }
 
     def start(count: int, *, first_id: int = 1, extra: list[str] | None = None) -> list[BrokerProcess]:
         new = [
-            BrokerProcess(warehouse, i, tmp_path / f"broker-{i}.log", extra=extra)
+            BrokerProcess(warehouse, i, tmp_path / f"broker-{i}.log", extra=extra, env=env)
             for i in range(first_id, first_id + count)
         ]
         started.extend(new)
@@ -30,6 +73,8 @@ def start_brokers(tmp_path: Path) -> Iterator[Callable[..., list[BrokerProcess]]
     finally:
         for b in started:
             b.stop()
+        if proxy is not None:
+            proxy.stop()
 
 
 @pytest.fixture

@@ -408,6 +408,9 @@ def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
     first = [f"a{i:05d}".encode() for i in range(600)]
     second = [f"b{i:05d}".encode() for i in range(600)]
     produce_all(entry.bootstrap, topic, first)
+    # every acknowledged record is in the table (the first batches of a new topic go through broker 1,
+    # which forwards those of partitions it does not lead: each partition's own sequence numbers kept)
+    assert sorted(v for _p, _o, v in table_rows(Path(entry.proc.warehouse), topic)) == first
     assert victim.broker_id in set(leaders(entry, topic).values())
 
     members = [Member(f"m{i}", entry.bootstrap, group, topic) for i in (1, 2)]
@@ -416,12 +419,9 @@ def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
     try:
         deadline = time.monotonic() + 60
         while len(set(members[0].values()) | set(members[1].values())) < len(first):
-            if time.monotonic() > deadline:
-                # Seen in ~3 of 12 runs on the loaded machine, before any kill: members hold a stable
-                # assignment but never receive some partitions' records, with no client error. Open:
-                # docs/kafka-protocol.md "Failover". Reported, not hidden: the test's failover part
-                # cannot run without the first half.
-                pytest.xfail(f"KNOWN STALL before the kill: {states(members)} {leaders(entry, topic)}")
+            # once seen in ~3 of 12 runs: acknowledged records of some partitions never written
+            # (docs/kafka-protocol.md, "Found: the consumption stall ...")
+            assert time.monotonic() < deadline, f"not consumed: {states(members)} {leaders(entry, topic)}"
             time.sleep(0.1)
         assert find_coordinator(entry, group) == victim.broker_id
         time.sleep(1.0)  # the last batch's commit

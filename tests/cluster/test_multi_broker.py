@@ -7,6 +7,7 @@ forwarding, ``not_leader``). Before it, brokers on one warehouse do not form a c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from broker_harness import BrokerProcess, bootstrap, wait_for
+from broker_harness import STORES, BrokerProcess, bootstrap, wait_for
 from deltalake import DeltaTable
 
 from topiclake.client import Metadata, TopiclakeClient
@@ -78,12 +79,14 @@ def test_every_broker_answers_metadata_for_the_whole_cluster(
         assert sorted(p["replicas"]) == [1, 2, 3] and sorted(p["in_sync_replicas"]) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("store", STORES, indirect=True)
 def test_a_taken_broker_id_is_refused(
     start_brokers: Callable[..., list[BrokerProcess]], tmp_path: Path
 ) -> None:
     (first,) = start_brokers(1)
-    twin = BrokerProcess(first.warehouse, 1, tmp_path / "twin.log")
-    proc = subprocess.Popen(twin.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    twin = BrokerProcess(first.warehouse, 1, tmp_path / "twin.log", env=first.env)
+    env = {**os.environ, **twin.env}
+    proc = subprocess.Popen(twin.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         out, _ = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
@@ -95,8 +98,9 @@ def test_a_taken_broker_id_is_refused(
     assert "broker" in said and "1" in said and "traceback" not in said, said[-2000:]
 
 
+@pytest.mark.parametrize("store", STORES, indirect=True)
 def test_kill9_of_a_broker_while_four_clients_produce(
-    start_brokers: Callable[..., list[BrokerProcess]], tmp_path: Path
+    start_brokers: Callable[..., list[BrokerProcess]],
 ) -> None:
     """Issue 12's safety test, from the client's side: every acknowledged record exactly once, offsets
     contiguous, producing (also to the partitions that moved) resumes within 10 s of the kill."""
@@ -158,9 +162,8 @@ def test_kill9_of_a_broker_while_four_clients_produce(
     live = next(b for b in brokers if b.alive)
     assert not set(leaders(metadata(live), "orders").values()) & {victim.broker_id}
 
-    table = DeltaTable(str(tmp_path / "wh" / "topics" / "orders")).to_pyarrow_table(
-        columns=["partition", "offset", "value"]
-    )
+    dt = DeltaTable(victim.table_uri("orders"), storage_options=victim.options)
+    table = dt.to_pyarrow_table(columns=["partition", "offset", "value"])
     rows = table.to_pylist()
     values = [bytes(r["value"]).decode() for r in rows]
     assert len(values) == len(set(values)), "a record was written twice"
@@ -173,6 +176,7 @@ def test_kill9_of_a_broker_while_four_clients_produce(
         assert offsets == list(range(len(offsets))), f"partition {p} has gaps"
 
 
+@pytest.mark.parametrize("store", STORES, indirect=True)
 def test_controller_death_and_cluster_describe(
     start_brokers: Callable[..., list[BrokerProcess]],
 ) -> None:

@@ -149,6 +149,8 @@ class HttpForwarder:
                 "epoch": producer.epoch,
                 "sequence": producer.base_sequence,
             }
+            if producer.scope is not None:  # a Kafka producer's per-partition numbers: keep them apart
+                body["producer"]["scope"] = producer.scope
         params = {"partition": partition, "acks": acks, "encoding": "binary"}
         response = self._send(
             target,

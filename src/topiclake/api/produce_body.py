@@ -108,12 +108,23 @@ def _plain_json(objs: list[Any]) -> tuple[Rows, list[int | None], dict[int, Inva
 
 
 def producer_from_json(obj: Any) -> ProducerInfo | None:
+    """``{"id", "epoch", "sequence"}``, and ``"scope"``: the partition whose own sequence numbers these are
+    (a Kafka producer numbers each partition apart; a broker forwarding its request to the leader sends
+    it, else the leader would take another partition's batch with the same numbers for a retry)."""
     if obj is None:
         return None
     try:
-        return ProducerInfo(int(obj["id"]), int(obj.get("epoch", 0)), int(obj["sequence"]))
-    except (TypeError, KeyError, ValueError) as exc:
-        raise InvalidRecord('producer must be {"id": int, "epoch": int, "sequence": int}') from exc
+        scope = obj.get("scope")
+        return ProducerInfo(
+            int(obj["id"]),
+            int(obj.get("epoch", 0)),
+            int(obj["sequence"]),
+            None if scope is None else int(scope),
+        )
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise InvalidRecord(
+            'producer must be {"id": int, "epoch": int, "sequence": int} (optionally "scope": partition)'
+        ) from exc
 
 
 def result_bodies(

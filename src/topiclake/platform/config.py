@@ -96,7 +96,10 @@ class BrokerConfig(BaseModel):
         "not only a process crash; costs ~0.3-0.5 ms per file).",
     )
     heartbeat_interval_ms: int = Field(
-        1_000, ge=50, description="Cluster: how often this broker heartbeats into the warehouse."
+        2_000,
+        ge=50,
+        description="Cluster: how often this broker heartbeats into the warehouse (on object storage "
+        "also how often it lists _system/brokers/: one PUT and one LIST per interval).",
     )
     session_timeout_ms: int = Field(
         6_000,

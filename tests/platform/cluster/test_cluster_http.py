@@ -99,6 +99,30 @@ def test_a_forwarded_request_to_a_non_leader_says_who_leads(cluster: Cluster) ->
     assert r.status_code == 421 and r.json()["error"]["details"]["leader_id"] == leader
 
 
+def test_a_forwarded_producer_keeps_each_partitions_own_sequence_numbers(cluster: Cluster) -> None:
+    """A Kafka producer numbers each partition from 0; its request for two partitions of one leader,
+    taken by a broker leading neither, is forwarded with the partition as the sequence's scope. Without it
+    the leader took the second partition's batch for a retry of the first: acknowledged, never written
+    (the consumer group "stall" of tests/cluster/test_kafka_failover.py)."""
+    leaders = cluster.leaders("web", 1)
+    entry = 1
+    other = next(b for b in leaders.values() if b != entry)
+    parts = [p for p, b in sorted(leaders.items()) if b == other][:2]
+    pid = httpx.post(f"{cluster.brokers[entry].url}/v1/producers", timeout=30).json()["producer_id"]
+    for p in parts:
+        body = {"producer": {"id": pid, "epoch": 0, "sequence": 0, "scope": p}, "records": [{"value": p}]}
+        url = f"{cluster.brokers[entry].url}/v1/topics/web/records"
+        r = httpx.post(url, params={"partition": p}, json=body, timeout=30)
+        assert r.status_code == 200 and r.json()["results"][0]["error"] is None, r.text
+    for p in parts:
+        fetched = httpx.get(
+            f"{cluster.brokers[entry].url}/v1/topics/web/partitions/{p}/records",
+            params={"offset": 0, "encoding": "json", "max_records": 1000},
+            timeout=30,
+        ).json()
+        assert p in [rec["value"] for rec in fetched["records"]], fetched
+
+
 def test_replication_factor_above_the_live_brokers_is_refused(cluster: Cluster) -> None:
     body = {"name": "wide", "partitions": 1, "configs": {"replication.factor": "4"}}
     r = httpx.post(f"{cluster.brokers[1].url}/v1/topics", json=body, timeout=30)

@@ -5,6 +5,7 @@ Real Delta tables and real heartbeat files; timings are shortened so each test t
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -172,6 +173,43 @@ def test_a_deposed_leader_is_fenced_by_the_new_leaders_epoch(tmp_path: Path) -> 
     finally:
         a.close()
         b.close()
+
+
+def test_a_commit_in_flight_when_leadership_moves_never_lands_on_the_new_leaders_offsets(
+    tmp_path: Path,
+) -> None:
+    """Broker a's commit is held while the partition moves to b and b commits the same offset: a loses
+    that version to b and, no longer the leader, gives its batch up (NotLeader) instead of landing it at
+    the next version with an offset b wrote (seen on S3 after a kill -9: two records at one offset)."""
+    config = {**FAST, "maintenance": True}  # the append path that writes log entries itself
+    a = Broker(Storage(str(tmp_path)), BrokerConfig(broker_id=1, **config))  # type: ignore[arg-type]
+    b = Broker(Storage(str(tmp_path)), BrokerConfig(broker_id=2, **config))  # type: ignore[arg-type]
+    try:
+        a.create_topic("moved", partitions=1)
+        a.log("moved").set_leadership({0: 1})
+        assert a.produce("moved", [Record(None, b"a1")])[0].offset == 0
+        outcome: list[object] = []
+        with a.log("moved").hold_commits():
+            held = threading.Thread(target=lambda: outcome.append(_produce(a, "moved", b"a2")))
+            held.start()
+            until(lambda: bool(a.log("moved")._inflight))
+            a.log("moved").set_leadership({})  # moved away while a's batch is in flight
+            b.log("moved").set_leadership({0: 2})
+            assert b.produce("moved", [Record(None, b"b1")])[0].offset == 1
+        held.join(30)
+        assert isinstance(outcome[0], NotLeader), outcome
+        rows = DeltaTable(a.storage.topic_uri("moved")).to_pyarrow_table().sort_by("offset").to_pylist()
+        assert [(r["offset"], r["value"]) for r in rows] == [(0, b"a1"), (1, b"b1")]
+    finally:
+        a.close()
+        b.close()
+
+
+def _produce(broker: Broker, topic: str, value: bytes) -> object:
+    try:
+        return broker.produce(topic, [Record(None, value)])[0].offset
+    except NotLeader as exc:
+        return exc
 
 
 def test_admin_changes_made_through_one_broker_reach_the_others(cluster: dict[int, Broker]) -> None:

@@ -2,7 +2,8 @@
 
 What Kafka promises a cluster, on shared storage: a dead broker's partitions move to live replicas, the
 controller's death is survived, a returning broker takes its preferred partitions back, and through all of
-it every acknowledged record is in the table exactly once with contiguous offsets.
+it every acknowledged record is in the table exactly once with contiguous offsets. On a local directory and
+on S3 (the ``warehouse`` fixture).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from cluster_procs import Cluster, until
+from cluster_procs import Cluster, Warehouse, until
 from deltalake import DeltaTable
 
 pytestmark = pytest.mark.slow
@@ -95,10 +96,9 @@ class Producers:
             return min(a.at for a in self.acks if a.at >= t and a.partition == partition)
 
 
-def check_table(warehouse: Path, acks: list[Ack]) -> int:
-    rows = DeltaTable(str(warehouse / "topics" / TOPIC)).to_pyarrow_table(
-        columns=["partition", "offset", "value"]
-    )
+def check_table(warehouse: Warehouse, acks: list[Ack]) -> int:
+    table = DeltaTable(warehouse.topic_uri(TOPIC), storage_options=warehouse.options)
+    rows = table.to_pyarrow_table(columns=["partition", "offset", "value"])
     found: dict[str, list[tuple[int, int]]] = {}
     per_part: dict[int, list[int]] = {}
     for r in rows.to_pylist():
@@ -113,8 +113,10 @@ def check_table(warehouse: Path, acks: list[Ack]) -> int:
     return rows.num_rows
 
 
-def test_kill9_of_brokers_and_the_controller_loses_and_duplicates_nothing(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path / "wh", tmp_path)
+def test_kill9_of_brokers_and_the_controller_loses_and_duplicates_nothing(
+    tmp_path: Path, warehouse: Warehouse
+) -> None:
+    cluster = Cluster(warehouse, tmp_path)
     try:
         for i in (1, 2, 3):
             cluster.start(i)
@@ -170,7 +172,7 @@ def test_kill9_of_brokers_and_the_controller_loses_and_duplicates_nothing(tmp_pa
                 lambda: producers.acked_since(alone_at, set(range(PARTITIONS))) == set(range(PARTITIONS)), 30
             )
         assert len(producers.acks) > 100
-        rows = check_table(cluster.warehouse, producers.acks)
+        rows = check_table(warehouse, producers.acks)
         assert rows >= len(producers.acks)
     finally:
         cluster.stop_all()

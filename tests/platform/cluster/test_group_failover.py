@@ -1,5 +1,6 @@
 """A consumer group over a cluster: its coordinator is one broker, reached through any broker, and when
-that broker dies (leading partitions too) the group moves, and consumption resumes after the commit."""
+that broker dies (leading partitions too) the group moves, and consumption resumes after the commit. On a
+local directory and on S3 (the ``warehouse`` fixture)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from cluster_procs import Cluster, until
+from cluster_procs import Cluster, Warehouse, until
 
 from topiclake.platform.cluster.assignment import coordinator_for
 
@@ -50,8 +51,8 @@ def drain(base: str, want: int) -> list[dict[str, Any]]:
     return got
 
 
-def test_a_group_resumes_after_its_coordinator_and_a_leader_die(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path / "wh", tmp_path)
+def test_a_group_resumes_after_its_coordinator_and_a_leader_die(tmp_path: Path, warehouse: Warehouse) -> None:
+    cluster = Cluster(warehouse, tmp_path)
     try:
         for i in (1, 2, 3):
             cluster.start(i)

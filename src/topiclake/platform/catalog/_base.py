@@ -16,6 +16,7 @@ from typing import Any, Final
 from deltalake import DeltaTable
 
 from topiclake.errors import InvalidPartitions
+from topiclake.platform.catalog.system_objects import VersionMarker
 from topiclake.platform.catalog.topic_config import TopicConfig
 from topiclake.platform.storage import Storage
 
@@ -124,3 +125,4 @@ class CatalogBase:
     _rows: dict[str, _Row]
     _loaded_version: int
     _dt: DeltaTable
+    _marker: VersionMarker | None

@@ -23,6 +23,7 @@ from topiclake.platform.catalog._base import (
     _Row,
     _to_record,
 )
+from topiclake.platform.catalog.system_objects import SystemObjects, VersionMarker
 from topiclake.platform.storage.delta_state import read_txn
 from topiclake.schemas import CATALOG_SCHEMA, SYSTEM_TABLE_PROPERTIES
 
@@ -99,6 +100,16 @@ class CatalogTable(CatalogBase):
         except OSError as exc:
             raise StorageError(f"cannot fsync the topic catalog {self._uri}: {exc}", uri=self._uri) from exc
         logger.debug("catalog commit %d: %s revision %d", after, info.name, info.revision)
+        self._publish_marker(after)
+
+    def _publish_marker(self, version: int) -> None:
+        """On object storage, tell watching brokers the catalog moved: the ``_catalog.<version>`` marker
+        in ``_system/brokers/`` (they list that folder every beat anyway; see :mod:`.system_objects`)."""
+        if self._storage.is_local:
+            return
+        if self._marker is None:
+            self._marker = VersionMarker(SystemObjects(self._storage), "catalog")
+        self._marker.publish(version)
 
     def _txn_version(self, app_id: str) -> int:
         try:

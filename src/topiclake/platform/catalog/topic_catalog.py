@@ -60,6 +60,7 @@ class TopicCatalog(CatalogTable):
         self._lock = threading.RLock()
         self._rows: dict[str, _Row] = {}
         self._loaded_version = -1
+        self._marker = None  # made on the first commit to an object store
         self._dt = self._open_or_create()
         self._load()
 

@@ -6,6 +6,15 @@ table. If no live broker holds the controllership it claims it (epoch + 1, fence
 ``txn``); as controller it assigns new partitions, moves a dead broker's partitions to live replicas, and
 gives them back to preferred replicas that have returned. The broker learns which partitions it leads
 through ``on_change``.
+
+On object storage, where every request is billed, the store is asked once per heartbeat interval, not every
+tick: one PUT (the heartbeat) and one LIST of ``_system/brokers/``. The listing tells liveness, and the
+version markers in it (``_state.<version>``, written by the controller after each state commit;
+``_catalog.<version>``, written by whoever changes the topic catalog) tell whether the state table or the
+catalog moved: they are read only then. The node looks every tick again while something is changing: a
+broker's heartbeat has gone quiet, the state disagrees with the brokers it sees alive (a death the
+controller has not acted on yet), or a caller waits for a change (:meth:`ClusterNode.wait_for`). The
+controller re-reads the catalog every ``_RESYNC_BEATS`` beats in case a marker was never written.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from dataclasses import dataclass
 
 from topiclake.errors import StorageError, TopiclakeError
 from topiclake.platform.catalog import TopicCatalog
+from topiclake.platform.catalog.system_objects import VersionMarker, parse_marker
 from topiclake.platform.cluster.assignment import TopicSpec, coordinator_for, reconcile
 from topiclake.platform.cluster.membership import Membership
 from topiclake.platform.cluster.metadata import BrokerEndpoint, ClusterMetadata, PartitionState
@@ -31,6 +41,8 @@ logger = logging.getLogger(__name__)
 Leadership = dict[str, dict[int, int]]
 
 _TICK_S = 0.2
+#: On object storage the controller re-reads the catalog every this many beats (a marker may be missing).
+_RESYNC_BEATS = 30
 
 
 @dataclass(frozen=True)
@@ -72,8 +84,16 @@ class ClusterNode:
         self._on_change = on_change
         self._on_catalog = on_catalog
         self._catalog_version = catalog.version
-        self._members = Membership(storage, config.broker_id, config.session_timeout_ms)
+        self._members = Membership(
+            storage, config.broker_id, config.session_timeout_ms, config.heartbeat_interval_ms
+        )
         self._table = StateTable(storage)
+        self._paced = not storage.is_local  # object storage: ask the store once per heartbeat interval
+        self._state_marker = VersionMarker(self._members.objects, "state")
+        self._resync = True  # read the state and the catalog at the next scan, markers or not
+        self._beats = 0
+        self._last_scan = 0.0
+        self._disagree_since: float | None = None
         self._view = _View(EMPTY, {}, False)
         self._led: Leadership = {}
         self._epoch = 0  # our controller epoch while we hold it
@@ -161,31 +181,39 @@ class ClusterNode:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(_TICK_S)
+            woken = self._wake.wait(_TICK_S)
             self._wake.clear()
             if self._stop.is_set():
                 return
             try:
-                self._tick()
+                self._tick(woken)
             except Exception:  # keep ticking: the next tick may reach the warehouse again
                 logger.exception("broker %d: cluster tick failed", self.broker_id)
 
-    def _tick(self) -> None:
+    def _tick(self, woken: bool = True) -> None:
         now = time.monotonic()
-        if now >= self._next_beat:
+        beat = now >= self._next_beat
+        if beat:
             self._next_beat = now + self._config.heartbeat_interval_ms / 1000
+            self._beats += 1
+            if self._paced and self._beats % _RESYNC_BEATS == 0 and self.is_controller:
+                self._resync = True
             try:
                 self._members.beat(self._endpoint())
-                self._watch_catalog()
+                if not self._paced:
+                    self._watch_catalog()
             except StorageError as exc:
                 logger.warning("broker %d: %s", self.broker_id, exc.message)
         isolated = time.monotonic() - self._members.last_beat > self._members.session_timeout_s
-        try:
-            live = self._members.scan()
-            state = self._read_state()
-        except StorageError as exc:
-            logger.warning("broker %d: cannot read the cluster state: %s", self.broker_id, exc.message)
-            live, state = self._view.live, self._view.state
+        live, state = self._view.live, self._view.state
+        if self._must_look(now, beat, woken):
+            self._last_scan = now
+            try:
+                live = self._members.scan()
+                state = self._follow() if self._paced else self._read_state()
+            except StorageError as exc:
+                logger.warning("broker %d: cannot read the cluster state: %s", self.broker_id, exc.message)
+                live, state = self._view.live, self._view.state
         if isolated and not self._view.isolated:
             logger.error(
                 "broker %d: no heartbeat reached the warehouse for %.1f s: giving up leadership of every "
@@ -195,7 +223,59 @@ class ClusterNode:
             )
         if not isolated:
             state = self._control(state, live)
+            if self._paced and self.is_controller:
+                self._mark(state)
         self._publish(_View(state, live, isolated))
+
+    def _must_look(self, now: float, beat: bool, woken: bool) -> bool:
+        """Whether this tick asks the store: always on a local disk; on object storage at each beat, and
+        every tick while a caller waits or the cluster is changing."""
+        if not self._paced or beat:
+            return True
+        if now - self._last_scan < _TICK_S * 0.9:
+            return False
+        return woken or self._changing(now)
+
+    def _changing(self, now: float) -> bool:
+        """A broker's heartbeat has gone quiet, or the state disagrees with the brokers seen alive (for
+        at most two session timeouts: a view that never agrees must not keep the node polling)."""
+        view = self._view
+        interval = self._config.heartbeat_interval_ms / 1000
+        quiet = max(1.5 * interval, interval + 1.1)  # object stores keep whole seconds of LastModified
+        if any(self._members.quiet_for(b) > quiet for b in view.live):
+            return True
+        state, alive = view.state, set(view.live)
+        leaders = {s.leader for states in state.partitions.values() for s in states if s.leader >= 0}
+        if set(state.live) == alive and state.controller_id in alive and leaders <= alive:
+            self._disagree_since = None
+            return False
+        if self._disagree_since is None:
+            self._disagree_since = now
+        return now - self._disagree_since < 2 * self._members.session_timeout_s
+
+    def _follow(self) -> ClusterState:
+        """Object storage: read the state table and the catalog only when their markers moved."""
+        markers = self._members.markers
+        resync, self._resync = self._resync, False
+        if resync or markers.get("catalog", -1) > self._catalog.version:
+            self._watch_catalog()
+        current = self._view.state
+        if resync or markers.get("state", -1) > current.version:
+            return self._read_state()
+        return current
+
+    def _mark(self, state: ClusterState) -> None:
+        """As controller on object storage: the marker of the state's version (again, if writing it
+        failed before), and the markers of either kind that newer ones made stale tidied away."""
+        if state.version > self._state_marker.published:
+            self._state_marker.publish(state.version)
+        listing = self._members.listing
+        kinds = [m[0] for m in (parse_marker(i.name) for i in listing) if m is not None]
+        stale = {k for k in kinds if kinds.count(k) > 1}
+        for kind in stale:
+            VersionMarker(self._members.objects, kind).forget_below(listing, self._members.markers[kind])
+        if stale:
+            self._members.listing = [i for i in listing if parse_marker(i.name) is None]
 
     def _watch_catalog(self) -> None:
         self._catalog.refresh()
@@ -229,7 +309,7 @@ class ClusterNode:
 
     def _claim(self, state: ClusterState, live: dict[int, BrokerEndpoint]) -> ClusterState:
         epoch = state.controller_epoch + 1
-        partitions = self._decide(state, live)
+        partitions = self._decide(state, live, refresh=True)
         try:
             version = self._table.write(self.broker_id, epoch, tuple(sorted(live)), partitions, state.version)
         except StorageError as exc:
@@ -249,9 +329,10 @@ class ClusterNode:
         return ClusterState(version, self.broker_id, epoch, tuple(sorted(live)), partitions)
 
     def _decide(
-        self, state: ClusterState, live: dict[int, BrokerEndpoint]
+        self, state: ClusterState, live: dict[int, BrokerEndpoint], refresh: bool = False
     ) -> dict[str, tuple[PartitionState, ...]]:
-        self._catalog.refresh()
+        if refresh or not self._paced:  # on object storage the catalog's marker says when it moved
+            self._catalog.refresh()
         topics = {t.name: TopicSpec(t.partitions, t.config.replication_factor) for t in self._catalog.list()}
         delay_s = self._config.leader_rebalance_delay_ms / 1000
         settled = [b for b in live if self._members.alive_for(b) >= delay_s]

@@ -133,7 +133,9 @@ class LogCommits(LogLocal):
             # in-flight batches change only on this thread (commit, rebase), so no lock while building
             self._materialize(take)
             lost = {pend.partition for pend in take if not self.leads(pend.partition)}
-            if lost and attempt > 0:  # leadership went while we retried: stop writing those partitions
+            if lost and (attempt > 0 or races > 0):
+                # leadership went while we retried, or after a version was lost to another writer (the
+                # new leader's commit, maybe): stop writing those partitions (_after_lost_race)
                 unknown = None
                 if not known:
                     unknown = RequestTimedOut(

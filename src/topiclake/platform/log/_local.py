@@ -235,21 +235,27 @@ class LogLocal(LogBase):
         return True
 
     def _after_lost_race(self, winners: Winners) -> bool:
-        """After losing versions to ``winners``: whether our queued offsets moved (a fence).
+        """After losing versions to ``winners``: whether the commit must be rebuilt (True) or simply
+        tried at the next version (False).
 
-        Compaction, retention and vacuum never write ``txn`` ids, other brokers only those of the
-        partitions they lead: the next version is simply tried. A winner that wrote the ids of a
-        partition we lead, or changed the table, makes us refresh the snapshot, check the table is
-        still ours to write and move queued records behind another writer's.
+        Rebuilt when this broker no longer leads a partition of the commit: the new leader may have
+        written those offsets in a version just lost (its takeover read the table before this commit
+        landed), so the commit must not land on top of it; the caller fails those batches with NotLeader
+        (they never landed: a retry at the new leader writes them once). Compaction, retention and
+        vacuum never write ``txn`` ids, other brokers only those of the partitions they lead: the next
+        version is simply tried. A winner that wrote the ids of a partition we lead, or changed the
+        table, makes us refresh the snapshot, check the table is still ours to write and move queued
+        records behind another writer's (rebuilt when they moved).
         """
+        moved = any(not self.leads(pend.partition) for pend in self._inflight)
         ours = {partition_app_id(self.topic, p) for p in list(self._parts) if self.leads(p)}
         ours |= {epoch_app_id(self.topic, p) for p in list(self._parts) if self.leads(p)}
         if not ours & winners.txns.keys() and not winners.changed_table:
-            return False  # other brokers write only the partitions they lead: no concern of ours
+            return moved  # other brokers write only the partitions they lead: no concern of ours
         self._refresh_snapshot()
         if winners.changed_table:
             self._check_table(self._dt)
-        return self._rebase_if_fenced()
+        return self._rebase_if_fenced() or moved
 
     def _refresh_snapshot(self) -> None:
         """Bring the commit path's delta-rs snapshot to the table's newest version (reopened when the

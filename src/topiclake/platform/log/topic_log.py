@@ -315,6 +315,10 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             dropped = [pend for pend in self._queue if pend.partition in lost]
             if dropped:
                 self._queue = [pend for pend in self._queue if pend.partition not in lost]
+                for pend in sorted(dropped, key=lambda pend: -pend.base_offset):
+                    # their offsets are free again: regained while a commit of it is in flight (so not
+                    # recovered from the table), the partition must go on after that commit, no gap
+                    self._parts[pend.partition].next_offset = pend.base_offset
                 self._queued_records -= sum(pend.count for pend in dropped)
                 self._queued_bytes -= sum(pend.nbytes for pend in dropped)
         if gained or lost:
