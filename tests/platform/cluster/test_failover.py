@@ -145,8 +145,12 @@ def test_kill9_of_brokers_and_the_controller_loses_and_duplicates_nothing(
             cluster.start(victim)
             until(lambda: cluster.leaders(TOPIC, victim) == preferred, 30, "preferred leaders back")
             back_at = time.monotonic()
+            # On S3 a delta-rs read through the loaded local server has been seen to take ~30 s under the
+            # topic's lock and to stall the broker's heartbeat with it (docs/cluster.md, "Left to do"):
+            # the wait for acks allows for one such stall there; what is acknowledged is checked below.
+            window = 20 if warehouse.proxy is None else 60
             try:
-                until(lambda: producers.acked_since(back_at, victims_parts) == victims_parts, 20, "acks")
+                until(lambda: producers.acked_since(back_at, victims_parts) == victims_parts, window, "acks")
             except AssertionError:
                 for bp in cluster.live():
                     os.kill(bp.proc.pid, signal.SIGUSR1)  # thread stacks into the logs
