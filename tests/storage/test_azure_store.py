@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
 from store_harness import AzureWarehouse
 
 from topiclake.errors import StorageError
@@ -52,3 +54,15 @@ def test_append_client_conditional_put_get_and_counts(azure: AzureWarehouse) -> 
     finally:
         client.close()
     assert client.requests == {"PUT?": 2, "GET": 3, "PUT": 2}  # the 409 was not retried
+
+
+def test_emulator_option_with_azurite_url(azure: AzureWarehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``azure_storage_use_emulator`` alone (the documented Azurite setup): the development account's key
+    and ``AZURITE_BLOB_STORAGE_URL``; delta-rs and the probe both reach the container with it."""
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", azure.proxy.endpoint)
+    options = {"azure_storage_use_emulator": "true"}
+    location = azure_location(azure.uri, options)
+    assert location is not None and location.endpoint == f"{azure.proxy.endpoint}/devstoreaccount1"
+    assert Storage(azure.uri, options).verify_commit_safety() is True
+    write_deltalake(f"{azure.uri}/emu", pa.table({"a": [1, 2]}), storage_options=options)
+    assert DeltaTable(f"{azure.uri}/emu", storage_options=options).to_pyarrow_table().num_rows == 2

@@ -39,12 +39,13 @@ _EMULATOR_NAMES = ("azure_storage_use_emulator", "use_emulator", "AZURE_STORAGE_
 
 def azure_option(options: Mapping[str, str], *names: str) -> str | None:
     """A storage option by any of its names (case-insensitive), else the ``AZURE_*`` environment variable
-    of that name, as object_store falls back to it."""
+    of that name (upper-cased), as object_store falls back to it."""
     lowered = {k.lower(): v for k, v in options.items()}
     for name in names:
         if name.lower() in lowered:
             return lowered[name.lower()]
-    return next((os.environ[n.upper()] for n in names if os.environ.get(n.upper())), None)
+    env = [n.upper() for n in names if n.upper().startswith("AZURE_")]  # never a bare ENDPOINT
+    return next((os.environ[n] for n in env if os.environ.get(n)), None)
 
 
 @dataclass(frozen=True)
