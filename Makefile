@@ -6,12 +6,14 @@ STAMP := $(VENV)/.installed-stamp
 JARS_STAMP := $(VENV)/.jars-stamp
 CONSOLE_VENDOR := src/topiclake/console/vendor
 CONSOLE_STAMP := $(VENV)/.console-vendor-stamp
+AZURITE := tools/azurite
+AZURITE_STAMP := $(AZURITE)/node_modules/.installed-stamp
 PYTEST_ARGS ?=
 PYTEST_XDIST ?= -n auto --dist loadgroup
 
-.PHONY: install browser run test lint format bench bench-smoke bench-sustained bench-report clean tools-wrk bench-cluster
+.PHONY: install browser run test lint format bench bench-smoke bench-sustained bench-report clean tools-wrk bench-cluster tools-azurite
 
-install: $(STAMP) $(JARS_STAMP) $(CONSOLE_STAMP)
+install: $(STAMP) $(JARS_STAMP) $(CONSOLE_STAMP) $(AZURITE_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +32,15 @@ $(CONSOLE_STAMP): $(STAMP) $(CONSOLE_VENDOR)/package.json $(CONSOLE_VENDOR)/pack
 	@if command -v npm >/dev/null; then npm ci --prefix $(CONSOLE_VENDOR) --no-audit --no-fund --ignore-scripts; \
 	else echo "npm not found: the console at /ui will run without charts and live updates"; fi
 	touch $@
+
+# Azurite, Microsoft's Azure Storage emulator (issue 29 item 4), pinned by tools/azurite/package-lock.json, into a
+# node_modules/ that is not committed; tests/storage runs the Azure warehouse tests against it (skipped without npm).
+$(AZURITE_STAMP): $(AZURITE)/package.json $(AZURITE)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(AZURITE) --no-audit --no-fund --ignore-scripts; \
+	else echo "npm not found: the Azure (Azurite) storage tests will be skipped"; mkdir -p $(AZURITE)/node_modules; fi
+	touch $@
+
+tools-azurite: $(AZURITE_STAMP)
 
 # Headless Chromium and its driver (Debian's packages) for the console's browser tests (tests/console).
 browser:

@@ -28,6 +28,7 @@ class S3Warehouse:
     options: dict[str, str]
     proxy: ProxyProcess
     server: LocalS3Server
+    kind: str = "s3"
 
 
 @pytest.fixture(scope="session")

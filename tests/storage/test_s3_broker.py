@@ -1,18 +1,18 @@
-"""The broker over an S3 warehouse: produce, fetch, consumer groups, restart from the bucket alone."""
+"""The broker over an S3 or Azure warehouse: produce, fetch, consumer groups, restart from the store alone."""
 
 from __future__ import annotations
 
-from s3_harness import S3Warehouse
+from store_harness import Warehouse
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 
 
-def _broker(s3: S3Warehouse, **config: object) -> Broker:
-    return Broker(Storage(s3.uri, s3.options), BrokerConfig(**{"linger_ms": 2, **config}))  # type: ignore[arg-type]
+def _broker(store: Warehouse, **config: object) -> Broker:
+    return Broker(Storage(store.uri, store.options), BrokerConfig(**{"linger_ms": 2, **config}))  # type: ignore[arg-type]
 
 
-def test_produce_fetch_group_commit_and_restart_from_the_bucket(s3: S3Warehouse) -> None:
-    with _broker(s3) as broker:
+def test_produce_fetch_group_commit_and_restart_from_the_bucket(store: Warehouse) -> None:
+    with _broker(store) as broker:
         broker.create_topic("orders", partitions=2)
         results = broker.produce(
             "orders", [Record(key=f"k{i}".encode(), value=f"v{i}".encode()) for i in range(20)]
@@ -26,7 +26,7 @@ def test_produce_fetch_group_commit_and_restart_from_the_bucket(s3: S3Warehouse)
             batch = broker.fetch("orders", p, 0)
             assert batch.records.num_rows == len(offsets)
         broker.groups.commit("billing", None, -1, {("orders", 0): 3})
-    with _broker(s3) as again:
+    with _broker(store) as again:
         assert [t.name for t in again.list_topics()] == ["orders"]
         assert again.groups.committed("billing")[("orders", 0)].offset == 3
         total = sum(again.fetch("orders", p, 0).records.num_rows for p in range(2))
@@ -35,8 +35,8 @@ def test_produce_fetch_group_commit_and_restart_from_the_bucket(s3: S3Warehouse)
         assert more[0].offset == len(by_partition[more[0].partition])
 
 
-def test_delete_topic_removes_its_objects_and_keeps_its_neighbours(s3: S3Warehouse) -> None:
-    storage = Storage(s3.uri, s3.options)
+def test_delete_topic_removes_its_objects_and_keeps_its_neighbours(store: Warehouse) -> None:
+    storage = Storage(store.uri, store.options)
     with Broker(storage, BrokerConfig(linger_ms=1)) as broker:
         for name in ("logs", "logs2"):  # "logs" is a prefix of "logs2": deleting one must not touch the other
             broker.create_topic(name, partitions=1)

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from s3_harness import S3Warehouse
+from store_harness import Warehouse
 
 from topiclake.errors import StorageError
 from topiclake.platform import Storage
@@ -62,13 +63,13 @@ def _race(
     return acked, in_log
 
 
-def test_conditional_put_gives_each_version_exactly_one_winner(s3: S3Warehouse) -> None:
-    s3.proxy.reset()
-    acked, in_log = _race(f"{s3.uri}/race", s3.options)
+def test_conditional_put_gives_each_version_exactly_one_winner(store: Warehouse) -> None:
+    store.proxy.reset()
+    acked, in_log = _race(f"{store.uri}/race", store.options)
     assert len(acked) == 30
     assert sorted(in_log) == sorted(acked)  # nothing acknowledged is missing, nothing is there twice
-    assert DeltaTable(f"{s3.uri}/race", storage_options=s3.options).version() == 30
-    assert s3.proxy.counts().get("COPY", 0) == 0  # no rename emulation: commits are conditional PUTs
+    assert DeltaTable(f"{store.uri}/race", storage_options=store.options).version() == 30
+    assert store.proxy.counts().get("COPY", 0) == 0  # no rename emulation: commits are conditional PUTs
 
 
 def test_without_conditional_writes_acknowledged_commits_are_lost(s3: S3Warehouse) -> None:
@@ -92,11 +93,13 @@ def test_unsafe_opt_in_is_accepted_loudly(s3: S3Warehouse, caplog: pytest.LogCap
     assert any("UNSAFE" in r.getMessage() for r in caplog.records)
 
 
-def test_probe_passes_on_a_conditional_store_and_runs_once(s3: S3Warehouse) -> None:
-    assert Storage(s3.uri, s3.options).verify_commit_safety() is True
-    s3.proxy.reset()
-    assert Storage(s3.uri, s3.options).verify_commit_safety() is True
-    assert s3.proxy.counts() == {}  # cached per process and bucket
+def test_probe_passes_on_a_conditional_store_and_runs_once(store: Warehouse) -> None:
+    store.proxy.reset()
+    assert Storage(store.uri, store.options).verify_commit_safety() is True
+    assert store.proxy.counts() == {"PUT": 2, "DELETE": 1}  # two conditional PUTs of one key, cleanup
+    store.proxy.reset()
+    assert Storage(store.uri, store.options).verify_commit_safety() is True
+    assert store.proxy.counts() == {}  # cached per process and bucket
 
 
 def test_fsync_and_disabled_conditional_put_are_refused_on_s3(s3: S3Warehouse) -> None:

@@ -1,4 +1,4 @@
-"""kill -9 of a broker producing to an S3 warehouse with acks=all: nothing acknowledged is lost.
+"""kill -9 of a broker producing to an S3 or Azure warehouse with acks=all: nothing acknowledged is lost.
 
 The broker is a subprocess (``_s3_crash_worker.py``) that logs each acknowledged record (fsynced); it is
 killed twice at random moments, and a broker reopened from the bucket alone finds every acknowledged
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from _s3_checks import check_acked, check_log, table_rows
-from s3_harness import S3Warehouse
+from store_harness import Warehouse
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 
@@ -37,14 +37,14 @@ def _acks(path: Path) -> dict[str, tuple[int, int]]:
     return acked
 
 
-def test_kill_9_during_acks_all_produce_loses_nothing_acknowledged(s3: S3Warehouse, tmp_path: Path) -> None:
+def test_kill_9_during_acks_all_produce_loses_nothing_acknowledged(store: Warehouse, tmp_path: Path) -> None:
     ack_file = tmp_path / "acks.txt"
-    env = {**os.environ, "TOPICLAKE_STORAGE_OPTIONS": json.dumps(s3.options)}
+    env = {**os.environ, "TOPICLAKE_STORAGE_OPTIONS": json.dumps(store.options)}
     rng = random.Random()
     for run in range(2):
         ready = Path(str(ack_file) + ".ready")
         ready.unlink(missing_ok=True)
-        proc = subprocess.Popen([sys.executable, str(WORKER), s3.uri, str(ack_file), f"r{run}"], env=env)
+        proc = subprocess.Popen([sys.executable, str(WORKER), store.uri, str(ack_file), f"r{run}"], env=env)
         try:
             deadline = time.monotonic() + 60
             while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -56,7 +56,7 @@ def test_kill_9_during_acks_all_produce_loses_nothing_acknowledged(s3: S3Warehou
             proc.wait(30)
     acked = _acks(ack_file)
     assert len({v.split("-")[0] for v in acked}) == 2  # both runs acknowledged records
-    storage = Storage(s3.uri, s3.options)
+    storage = Storage(store.uri, store.options)
     rows = table_rows(storage, "crash")
     check_log(rows, 2)
     check_acked(acked, rows)

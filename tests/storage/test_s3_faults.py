@@ -1,4 +1,4 @@
-"""Faults of the object store while producing: gone for seconds, slow, 503 SlowDown.
+"""Faults of the object store while producing: gone for seconds (S3 and Azure), slow, 503 SlowDown (S3).
 
 The store is reached through the test's proxy: ``down()`` closes its port (connections refused, as when a
 server is stopped; the S3 server behind it keeps its data, which moto holds in memory only), ``delay``
@@ -13,6 +13,7 @@ import time
 
 from _s3_checks import check_acked, check_log, table_rows
 from s3_harness import S3Warehouse
+from store_harness import Warehouse
 
 from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
@@ -50,7 +51,7 @@ def _produce_until(
             break
 
 
-def _run(s3: S3Warehouse, fault: object) -> tuple[dict[str, tuple[int, int]], list[str]]:
+def _run(s3: Warehouse, fault: object) -> tuple[dict[str, tuple[int, int]], list[str]]:
     acked: dict[str, tuple[int, int]] = {}
     failures: list[str] = []
     stop = threading.Event()
@@ -83,13 +84,13 @@ def _run(s3: S3Warehouse, fault: object) -> tuple[dict[str, tuple[int, int]], li
     return acked, failures
 
 
-def test_store_gone_for_seconds_mid_produce(s3: S3Warehouse) -> None:
+def test_store_gone_for_seconds_mid_produce(store: Warehouse) -> None:
     def outage() -> None:
-        s3.proxy.down()
+        store.proxy.down()
         time.sleep(3)
-        s3.proxy.up()
+        store.proxy.up()
 
-    acked, _ = _run(s3, outage)
+    acked, _ = _run(store, outage)
     assert acked
 
 

@@ -1,4 +1,4 @@
-"""Two brokers over one bucket writing one partition: the loser of each race is fenced, offsets stay whole."""
+"""Two brokers over one store writing one partition: each race's loser is fenced, offsets whole."""
 
 from __future__ import annotations
 
@@ -7,16 +7,18 @@ import threading
 from collections import Counter
 
 from _s3_checks import check_acked, check_log, table_rows
-from s3_harness import S3Warehouse
+from store_harness import Warehouse
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 
 
-def test_two_brokers_on_one_partition_fence_and_stay_contiguous(s3: S3Warehouse) -> None:
+def test_two_brokers_on_one_partition_fence_and_stay_contiguous(store: Warehouse) -> None:
     acked: dict[str, tuple[int, int]] = {}
     lock = threading.Lock()
     errors: list[BaseException] = []
-    brokers = [Broker(Storage(s3.uri, s3.options), BrokerConfig(linger_ms=0, broker_id=i)) for i in range(2)]
+    brokers = [
+        Broker(Storage(store.uri, store.options), BrokerConfig(linger_ms=0, broker_id=i)) for i in range(2)
+    ]
     try:
         brokers[0].create_topic("t", partitions=1)
         for b in brokers:
@@ -47,7 +49,7 @@ def test_two_brokers_on_one_partition_fence_and_stay_contiguous(s3: S3Warehouse)
         for b in brokers:
             b.close()
 
-    storage = Storage(s3.uri, s3.options)
+    storage = Storage(store.uri, store.options)
     rows = table_rows(storage, "t")
     check_log(rows, 1)
     check_acked(acked, rows)

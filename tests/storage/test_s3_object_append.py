@@ -1,4 +1,5 @@
-"""The S3 append path (platform/log/object_append.py): what a commit sends, and commits whose answer is lost.
+"""The object-store append path (platform/log/object_append.py) on S3 and Azure: what a commit sends, and
+commits whose answer is lost.
 
 Each test runs a broker on its own bucket behind the counting proxy. A steady commit is one PUT per data
 file and one conditional PUT of its log entry, nothing else; a log-entry PUT the store took but whose
@@ -15,7 +16,7 @@ import time
 import pyarrow as pa
 from _s3_checks import check_acked, check_log, table_rows
 from deltalake import DeltaTable
-from s3_harness import S3Warehouse
+from store_harness import Warehouse
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log.object_append import ObjectAppender
@@ -28,20 +29,20 @@ def _produce(broker: Broker, values: list[str], acked: dict[str, tuple[int, int]
         acked[v] = (r.partition, r.offset)  # type: ignore[assignment]
 
 
-def test_a_commit_is_its_data_puts_and_one_conditional_put(s3: S3Warehouse) -> None:
-    storage = Storage(s3.uri, s3.options)
+def test_a_commit_is_its_data_puts_and_one_conditional_put(store: Warehouse) -> None:
+    storage = Storage(store.uri, store.options)
     acked: dict[str, tuple[int, int]] = {}
     with Broker(storage, BrokerConfig(linger_ms=0, maintenance_interval_ms=60_000)) as broker:
         broker.create_topic("t", partitions=1)
         log = broker.log("t")
-        assert isinstance(log._fast, ObjectAppender), "S3 with keys and conditional put: the object path"
+        assert isinstance(log._fast, ObjectAppender), "keys and conditional put: the object path"
         _produce(broker, ["warm-up"], acked)
-        s3.proxy.reset()
+        store.proxy.reset()
         before = log.commits
         for i in range(10):
             _produce(broker, [f"v{i}-{j}" for j in range(5)], acked)
         commits = log.commits - before
-        counts = s3.proxy.counts()
+        counts = store.proxy.counts()
     assert commits == 10
     assert counts == {"PUT": 2 * commits}, counts  # no LIST, no GET, no HEAD on the steady path
     rows = table_rows(storage, "t")
@@ -57,8 +58,8 @@ def test_a_commit_is_its_data_puts_and_one_conditional_put(s3: S3Warehouse) -> N
     assert min(adds["min.offset"].to_pylist()) == 0 and max(adds["max.offset"].to_pylist()) == len(rows) - 1
 
 
-def test_log_entry_put_cut_after_the_store_took_it_is_acknowledged_once(s3: S3Warehouse) -> None:
-    storage = Storage(s3.uri, s3.options)
+def test_log_entry_put_cut_after_the_store_took_it_is_acknowledged_once(store: Warehouse) -> None:
+    storage = Storage(store.uri, store.options)
     acked: dict[str, tuple[int, int]] = {}
     with Broker(storage, BrokerConfig(linger_ms=0)) as broker:
         broker.create_topic("t", partitions=2)
@@ -66,9 +67,9 @@ def test_log_entry_put_cut_after_the_store_took_it_is_acknowledged_once(s3: S3Wa
         assert isinstance(log._fast, ObjectAppender)
         _produce(broker, ["before"], acked)
         version = log.known_version()
-        s3.proxy.cut_after_store(1, op="PUT", path_contains="/_delta_log/")
+        store.proxy.cut_after_store(1, op="PUT", path_contains="/_delta_log/")
         _produce(broker, ["cut-0", "cut-1", "cut-2"], acked)
-        assert s3.proxy.counts().get("cut_after_store") == 1, "the fault did not fire"
+        assert store.proxy.counts().get("cut_after_store") == 1, "the fault did not fire"
         assert log._fast.landed_unseen == 1  # the retry found its own entry at that version
         assert log.known_version() == version + 1, "the commit took one version, not two"
         _produce(broker, ["after"], acked)
@@ -78,25 +79,25 @@ def test_log_entry_put_cut_after_the_store_took_it_is_acknowledged_once(s3: S3Wa
     assert sorted(r[0] for r in rows) == sorted(acked)  # nothing twice, nothing lost
 
 
-def test_data_file_put_cut_after_the_store_took_it_is_retried(s3: S3Warehouse) -> None:
-    storage = Storage(s3.uri, s3.options)
+def test_data_file_put_cut_after_the_store_took_it_is_retried(store: Warehouse) -> None:
+    storage = Storage(store.uri, store.options)
     acked: dict[str, tuple[int, int]] = {}
     with Broker(storage, BrokerConfig(linger_ms=0)) as broker:
         broker.create_topic("t", partitions=1)
         _produce(broker, ["before"], acked)
-        s3.proxy.cut_after_store(1, op="PUT", path_contains=".parquet")
+        store.proxy.cut_after_store(1, op="PUT", path_contains=".parquet")
         _produce(broker, ["cut"], acked)
-        assert s3.proxy.counts().get("cut_after_store") == 1
+        assert store.proxy.counts().get("cut_after_store") == 1
     rows = table_rows(storage, "t")
     check_log(rows, 1)
     check_acked(acked, rows)
     assert len(rows) == 2
 
 
-def test_lost_version_to_a_delta_rs_writer_retries_at_the_next(s3: S3Warehouse) -> None:
+def test_lost_version_to_a_delta_rs_writer_retries_at_the_next(store: Warehouse) -> None:
     """A commit of another writer (here delta-rs: a table property change) takes the version the
     appender expects: its PUT answers 412, one GET reads the winner, the next version is taken."""
-    storage = Storage(s3.uri, s3.options)
+    storage = Storage(store.uri, store.options)
     acked: dict[str, tuple[int, int]] = {}
     with Broker(storage, BrokerConfig(linger_ms=0, maintenance_interval_ms=60_000)) as broker:
         broker.create_topic("t", partitions=1)
@@ -115,10 +116,10 @@ def test_lost_version_to_a_delta_rs_writer_retries_at_the_next(s3: S3Warehouse) 
     assert len(rows) == 3
 
 
-def test_files_stored_during_the_previous_log_put_under_load(s3: S3Warehouse) -> None:
+def test_files_stored_during_the_previous_log_put_under_load(store: Warehouse) -> None:
     """Eight producers out of step on a store answering in 20 ms: commits use files stored while the
     previous log entry's PUT was in flight; every acknowledged record is in the table once, at its offset."""
-    storage = Storage(s3.uri, s3.options)
+    storage = Storage(store.uri, store.options)
     acked: dict[str, tuple[int, int]] = {}
     lock = threading.Lock()
     errors: list[BaseException] = []
@@ -126,7 +127,7 @@ def test_files_stored_during_the_previous_log_put_under_load(s3: S3Warehouse) ->
         broker.create_topic("t", partitions=3)
         log = broker.log("t")
         assert isinstance(log._fast, ObjectAppender)
-        s3.proxy.delay(0.02)
+        store.proxy.delay(0.02)
 
         def produce(i: int) -> None:
             rng = random.Random(i)  # producers out of step: requests arrive while a commit is in flight
@@ -145,7 +146,7 @@ def test_files_stored_during_the_previous_log_put_under_load(s3: S3Warehouse) ->
             t.start()
         for t in threads:
             t.join(120)
-        s3.proxy.delay(0)
+        store.proxy.delay(0)
         assert not errors, errors[0]
         assert log._fast.stored_ahead > 0, "no commit used files stored ahead"
     rows = table_rows(storage, "t")

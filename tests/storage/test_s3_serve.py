@@ -1,4 +1,5 @@
-"""``topiclake serve --warehouse s3://...`` with AWS's usual environment variables, driven by the CLI.
+"""``topiclake serve --warehouse s3://...`` (and ``abfss://...``) with the store's usual environment
+variables (``AWS_*``, ``AZURE_*``), driven by the CLI.
 
 The gateway gets its endpoint, region and keys from ``AWS_*`` variables only (no storage options):
 delta-rs reads them, and the commit probe does too. The CLI (topics, produce, consume with a group,
@@ -17,20 +18,23 @@ from contextlib import contextmanager
 import httpx
 import pytest
 from s3_harness import S3Warehouse
+from store_harness import Warehouse
 
 from serve_process import serving
 
 pytestmark = pytest.mark.slow
 
 
-def _aws_env(s3: S3Warehouse) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TOPICLAKE_"))}
-    env.update(s3.options)  # AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, ...
+def _aws_env(s3: Warehouse) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_", "TOPICLAKE_"))}
+    # S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, ...; Azure:
+    # AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_ENDPOINT, AZURE_ALLOW_HTTP
+    env.update({k.upper(): v for k, v in s3.options.items()})
     return env
 
 
 @contextmanager
-def _gateway(s3: S3Warehouse, **extra_env: str) -> Iterator[str]:
+def _gateway(s3: Warehouse, **extra_env: str) -> Iterator[str]:
     with serving(s3.uri, {**_aws_env(s3), **extra_env}) as served:
         yield served.url
     assert "closed" in served.output[0], served.output[0]
@@ -48,7 +52,8 @@ def _cli(base: str, *args: str, stdin: str | None = None) -> str:
     return out.stdout
 
 
-def test_serve_on_s3_with_aws_environment_and_the_cli(s3: S3Warehouse) -> None:
+def test_serve_on_s3_with_aws_environment_and_the_cli(store: Warehouse) -> None:
+    s3 = store  # and on Azure, configured by AZURE_* variables only
     with _gateway(s3) as base:
         ready = httpx.get(f"{base}/readyz").json()
         assert ready["warehouse"] == s3.uri

@@ -1,4 +1,4 @@
-"""A counting, fault-injecting reverse proxy for an S3 API endpoint reached over plain HTTP.
+"""A counting, fault-injecting reverse proxy for an S3 (or Azure Blob) endpoint reached over plain HTTP.
 
 delta-rs talks to S3 from Rust: no Python hook sees its requests. Pointing its endpoint
 (``AWS_ENDPOINT_URL``) at this proxy on 127.0.0.1 counts every request by S3 operation, and lets tests
@@ -12,8 +12,10 @@ signature). It is a measuring and testing tool, not a production data path.
 
 from __future__ import annotations
 
+import html
 import http.client
 import logging
+import re
 import socket
 import threading
 import time
@@ -42,19 +44,45 @@ _HOP_BY_HOP = {
 def classify(method: str, path_and_query: str, headers: Mapping[str, str]) -> str:
     """The S3 operation of a request: one of :data:`OPS`."""
     query = parse_qs(urlparse(path_and_query).query, keep_blank_values=True)
-    if "uploads" in query or "uploadId" in query:
+    comp = query.get("comp", [""])[0]  # Azure Blob: ?comp=list, ?comp=block, ?comp=blocklist
+    if "uploads" in query or "uploadId" in query or comp in ("block", "blocklist"):
         return "MULTIPART"
     if method == "GET":
         path = urlparse(path_and_query).path.strip("/")
-        return "LIST" if "list-type" in query or "/" not in path else "GET"
+        return "LIST" if "list-type" in query or comp == "list" or "/" not in path else "GET"
     if method == "HEAD":
         return "HEAD"
     if method == "PUT":
         lowered = {k.lower() for k in headers}
-        return "COPY" if "x-amz-copy-source" in lowered else "PUT"
+        return "COPY" if lowered & {"x-amz-copy-source", "x-ms-copy-source"} else "PUT"
     if method == "DELETE" or (method == "POST" and "delete" in query):
         return "DELETE"
     return "OTHER"
+
+
+_BLOB = re.compile(rb"<Blob>.*?</Blob>", re.DOTALL)
+_NAME = re.compile(rb"<Name>(.*?)</Name>", re.DOTALL)
+
+
+def start_from(path_and_query: str, listing: bytes) -> bytes:
+    """An Azure List Blobs answer without the blobs before its ``startFrom`` (inclusive bound).
+
+    object_store lists a Delta log from a version on with ``startFrom`` (Blob API 2023-11-03); Azurite
+    3.35, the last release for Node 20, ignores it and lists from the start, and delta-rs then fails every
+    commit after a table's first checkpoint ("Invalid table version"). Azure honours it; so does this
+    proxy, in front of Azurite in the tests. Other answers pass unchanged.
+    """
+    first = parse_qs(urlparse(path_and_query).query).get("startFrom", [""])[0].encode()
+    if not first:
+        return listing
+
+    def keep(blob: re.Match[bytes]) -> bytes:
+        name = _NAME.search(blob.group(0))
+        return (
+            blob.group(0) if name is None or html.unescape(name.group(1).decode()).encode() >= first else b""
+        )
+
+    return _BLOB.sub(keep, listing)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -112,6 +140,9 @@ class _Handler(BaseHTTPRequestHandler):
         drop = _HOP_BY_HOP | ({"if-none-match", "if-match"} if proxy.ignore_conditions else set())
         headers = {k: v for k, v in self.headers.items() if k.lower() not in drop}
         if body or self.command in ("PUT", "POST"):
+            # one Content-Length, whatever case the client wrote it in: Node's parser (Azurite) answers 400
+            # to two
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
             headers["Content-Length"] = str(len(body))
         try:
             conn.request(self.command, self.path, body=body, headers=headers)
@@ -126,6 +157,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
+        if op == "LIST" and resp.status == 200:
+            data = start_from(self.path, data)
         self.send_response_only(resp.status, resp.reason)
         for key, value in resp.getheaders():
             if key.lower() not in _HOP_BY_HOP and key.lower() != "content-length":

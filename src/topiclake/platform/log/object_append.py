@@ -16,7 +16,7 @@ While a log entry's PUT is in flight, the flusher stores the data files of what 
 (the next commit's, :meth:`~._local.LogLocal._prefetch`), so under load a commit costs the flusher one
 round trip, not two.
 
-On 412 the version is taken: one GET reads the winning entry. If it is this commit's own (its
+On 412 (Azure: 409) the version is taken: one GET reads the winning entry. If it is this commit's own (its
 ``topiclake.commit`` id: an earlier attempt landed but its answer was lost, e.g. a cut connection), the
 commit is done; otherwise :class:`~.fast_append.LostRace` tells the caller what the winner wrote, as on a
 local disk (retry at the next version, or refresh and rebase when a winner wrote our ``txn`` ids).
@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from topiclake.platform.log.fast_append import LostRace, Winners, _groups, file_stats
-from topiclake.platform.storage.s3_client import S3Client
+from topiclake.platform.storage.s3_client import ObjectClient
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def ahead() -> concurrent.futures.ThreadPoolExecutor:
 
 
 class ObjectAppender:
-    """Blind appends to one topic table on S3, at ``version + 1`` each time.
+    """Blind appends to one topic table on S3 or Azure, at ``version + 1`` each time.
 
     Args:
         client: Signed requests to the warehouse's objects.
@@ -85,7 +85,7 @@ class ObjectAppender:
         fresh_s: How long a confirmed version stays safe from log cleanup (half the log retention).
     """
 
-    def __init__(self, client: S3Client, table_key: str, version: int, fresh_s: float) -> None:
+    def __init__(self, client: ObjectClient, table_key: str, version: int, fresh_s: float) -> None:
         self.client = client
         self.table_key = table_key.strip("/")
         self._version = version

@@ -56,8 +56,10 @@ from topiclake.platform.log.spare_files import SPARES
 from topiclake.platform.log.tail_cache import TailCache
 from topiclake.platform.records import now_ms
 from topiclake.platform.storage import Storage
+from topiclake.platform.storage.azure_client import AzureClient
 from topiclake.platform.storage.delta_state import StateReader, log_entries_gone, read_txn
-from topiclake.platform.storage.s3_client import S3Client, s3_location
+from topiclake.platform.storage.s3_client import ObjectClient, S3Client, s3_location
+from topiclake.platform.storage.sharedkey import azure_location
 from topiclake.schemas import PARTITION_COLUMNS, TOPIC_SCHEMA, TOPIC_TABLE_PROPERTIES
 
 logger = logging.getLogger(__name__)
@@ -180,17 +182,24 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         return dt
 
     def _object_appender(self) -> ObjectAppender | None:
-        """The S3 append path (:mod:`.object_append`) when it applies: ``object_append`` and maintenance
-        on (it checkpoints), an S3 warehouse whose conditional put the probe found honoured, and static
-        keys to sign requests with. None: delta-rs commits."""
+        """The object-store append path (:mod:`.object_append`) when it applies: ``object_append`` and
+        maintenance on (it checkpoints), an S3 or Azure warehouse whose conditional put the probe found
+        honoured, and static keys (S3) or an account key (Azure) to sign requests with. None: delta-rs
+        commits."""
         config, storage = self._config, self._storage
         if storage.is_local or not (config.maintenance and config.object_append):
             return None
-        location = s3_location(storage.root, storage.storage_options)
-        if location is None or not storage.verify_commit_safety():
-            logger.info("topic %s: commits through delta-rs (no S3 keys, or no conditional put)", self.topic)
+        deadline_s = max(120.0, config.request_timeout_ms / 1000)
+        client: ObjectClient | None = None
+        if (s3 := s3_location(storage.root, storage.storage_options)) is not None:
+            client = S3Client(s3, deadline_s=deadline_s)
+        elif (azure := azure_location(storage.root, storage.storage_options)) is not None:
+            client = AzureClient(azure, deadline_s=deadline_s)
+        if client is None or not storage.verify_commit_safety():
+            if client is not None:
+                client.close()
+            logger.info("topic %s: commits through delta-rs (no keys, or no conditional put)", self.topic)
             return None
-        client = S3Client(location, deadline_s=max(120.0, config.request_timeout_ms / 1000))
         fresh_s = config.log_retention_ms / 2000
         return ObjectAppender(client, f"topics/{self.topic}", self._dt.version(), fresh_s)
 

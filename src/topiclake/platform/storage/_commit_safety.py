@@ -1,4 +1,4 @@
-"""Whether an S3 store keeps two writers of one Delta table apart: a probe, run once per process and bucket.
+"""Whether an S3 or Azure store keeps two writers of one Delta table apart: a probe, once per store.
 
 Measured with deltalake 1.6.6 (docs/object-storage.md): every S3 commit is one ``PUT`` of
 ``_delta_log/<version>.json`` with ``If-None-Match: *``; the store answers ``412`` when the version
@@ -8,6 +8,11 @@ rename. ``AWS_S3_ALLOW_UNSAFE_RENAME`` and the DynamoDB locking provider no long
 server without conditional writes) lets a second writer overwrite a committed version: 100 acknowledged
 commits by four writers left 27 in the table. Configuration cannot tell such a store apart, so the probe
 asks the store itself: two conditional PUTs of one new key; the second must be refused (412).
+
+Azure Blob Storage (``abfss://``, ``az://``, ...): delta-rs (object_store) commits with the same
+``If-None-Match: *`` PUT, which Azure refuses with ``409 BlobAlreadyExists``; the probe sends it signed
+with the account key (:mod:`.sharedkey`). Without a key (SAS, Entra ID) it trusts Azure, which always
+honours the condition.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from urllib.parse import urlparse
 from topiclake.errors import StorageError
 from topiclake.platform.storage._access import explain
 from topiclake.platform.storage._sigv4 import signed_request
+from topiclake.platform.storage.sharedkey import AZURE_SCHEMES, azure_location
+from topiclake.platform.storage.sharedkey import signed_request as azure_request
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +92,17 @@ def verify_conditional_put(root: str, options: Mapping[str, str]) -> bool:
             accept it; or the probe could not run.
     """
     parsed = urlparse(root)
-    if parsed.scheme not in S3_SCHEMES:
+    if parsed.scheme not in S3_SCHEMES | AZURE_SCHEMES:
         return True
-    key = (f"{parsed.scheme}://{parsed.netloc}", _credential(options, "AWS_ENDPOINT_URL", "endpoint") or "")
+    endpoint = _credential(options, "AWS_ENDPOINT_URL", "endpoint") or ""
+    if parsed.scheme in AZURE_SCHEMES:
+        location = azure_location(root, options)
+        endpoint = location.endpoint if location is not None else ""
+    key = (f"{parsed.scheme}://{parsed.netloc}", endpoint)
     with _lock:
         safe = _verified.get(key)
         if safe is None:
-            safe = _probe(root, options)
+            safe = _probe_azure(root, options) if parsed.scheme in AZURE_SCHEMES else _probe(root, options)
             _verified[key] = safe
     if safe:
         return True
@@ -161,6 +172,41 @@ def _probe(root: str, options: Mapping[str, str]) -> bool:
         message = f"cannot reach the object store at {endpoint} ({exc}): check AWS_ENDPOINT_URL"
         raise StorageError(message, uri=root) from exc
     safe = second == 412
+    logger.info(
+        "%s: conditional put %s (second PUT: HTTP %d)", root, "honoured" if safe else "IGNORED", second
+    )
+    return safe
+
+
+def _probe_azure(root: str, options: Mapping[str, str]) -> bool:
+    """Azure's put-if-absent, asked the same way: two Shared Key signed ``PUT``s of one new blob with
+    ``If-None-Match: *``; the second must be refused (Azure answers ``409 BlobAlreadyExists``, the answer
+    object_store maps to "already exists" and delta-rs retries on the next version; 412 also counts)."""
+    location = azure_location(root, options)
+    if location is None:
+        logger.info("%s: no account key to probe Azure's conditional writes with; trusting it", root)
+        return True
+    path = location.path(f"_system/commit_probe/{uuid.uuid4().hex}")
+
+    def send(method: str, headers: dict[str, str]) -> int:
+        body = b"probe" if method == "PUT" else b""
+        return azure_request(method, location, path, body=body, headers=headers)
+
+    conditional = {"If-None-Match": "*", "x-ms-blob-type": "BlockBlob"}
+    try:
+        first = send("PUT", conditional)
+        if not 200 <= first < 300:
+            problem = {
+                403: f"the account {location.account!r} refused the key (HTTP 403): check the account key",
+                404: f"the container {location.container!r} does not exist at {location.endpoint}",
+            }.get(first, f"PUT answered HTTP {first}")
+            raise StorageError(f"cannot probe commits on {root}: {problem}", uri=root)
+        second = send("PUT", conditional)
+        send("DELETE", {})
+    except OSError as exc:
+        message = f"cannot reach the Azure blob service at {location.endpoint} ({exc}): check the endpoint"
+        raise StorageError(message, uri=root) from exc
+    safe = second in (409, 412)
     logger.info(
         "%s: conditional put %s (second PUT: HTTP %d)", root, "honoured" if safe else "IGNORED", second
     )

@@ -82,20 +82,25 @@ def s3_location(root: str, options: dict[str, str]) -> S3Location | None:
     )
 
 
-class S3Client:
-    """Signed requests to one warehouse's objects over a pool of keep-alive connections (thread-safe).
+class ObjectClient:
+    """Signed requests to one warehouse's objects over a pool of keep-alive connections (thread-safe):
+    PUT, conditional PUT, GET with retries. Subclasses sign (:meth:`_request`) for their store.
 
     Args:
-        location: Where the objects are (:func:`s3_location`).
+        endpoint: ``scheme://host[:port]`` the requests go to.
         deadline_s: How long one call keeps retrying transport failures and retriable answers.
         timeout_s: Timeout of one request.
     """
 
-    def __init__(self, location: S3Location, deadline_s: float = 120.0, timeout_s: float = 10.0) -> None:
-        self.location = location
+    #: Answers the store asks a client to retry.
+    retry_statuses: frozenset[int] = RETRY_STATUSES
+    #: Answers of a conditional PUT that mean "an object is there".
+    exists_statuses: frozenset[int] = frozenset({412})
+
+    def __init__(self, endpoint: str, deadline_s: float = 120.0, timeout_s: float = 10.0) -> None:
         self.deadline_s = deadline_s
         self._http = httpx.Client(
-            base_url=location.endpoint,
+            base_url=endpoint,
             timeout=timeout_s,
             limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
         )
@@ -112,22 +117,23 @@ class S3Client:
         Raises:
             OSError: The store refused it, or did not answer before the deadline.
         """
-        status, _ = self._call("PUT", key, body, {})
+        status, _ = self._call("PUT", key, body, False)
         if not 200 <= status < 300:
             raise OSError(f"PUT {key}: HTTP {status}")
 
     def put_if_absent(self, key: str, body: bytes) -> bool:
         """Store ``body`` at ``key`` unless an object is there (``If-None-Match: *``).
 
-        Returns True when this call's request stored it, False when the store answered 412: the key
-        exists, written by another writer or by an earlier attempt of this call whose answer was lost
-        (a retry after a cut connection). The caller tells those apart by reading the object.
+        Returns True when this call's request stored it, False when the store answered that the key
+        exists (S3: 412; Azure: 409 BlobAlreadyExists), written by another writer or by an earlier attempt
+        of this call whose answer was lost (a retry after a cut connection). The caller tells those apart
+        by reading the object.
 
         Raises:
             OSError: The store refused it otherwise, or did not answer before the deadline.
         """
-        status, _ = self._call("PUT", key, body, {"If-None-Match": "*"})
-        if status == 412:
+        status, _ = self._call("PUT", key, body, True)
+        if status in self.exists_statuses:
             return False
         if not 200 <= status < 300:
             raise OSError(f"conditional PUT {key}: HTTP {status}")
@@ -139,37 +145,32 @@ class S3Client:
         Raises:
             OSError: The store refused it otherwise, or did not answer before the deadline.
         """
-        status, data = self._call("GET", key, b"", {})
+        status, data = self._call("GET", key, b"", False)
         if status == 404:
             return None
         if not 200 <= status < 300:
             raise OSError(f"GET {key}: HTTP {status}")
         return data
 
-    def _call(self, method: str, key: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        loc = self.location
-        path = loc.path(key)
+    def _request(self, method: str, key: str, body: bytes, conditional: bool) -> tuple[str, dict[str, str]]:
+        """The request path and headers (signature included) of one attempt."""
+        raise NotImplementedError
+
+    def _call(self, method: str, key: str, body: bytes, conditional: bool) -> tuple[int, bytes]:
         deadline = time.monotonic() + self.deadline_s
         attempt = 0
-        label = method + ("?" if headers else "")
+        label = method + ("?" if conditional else "")
         while True:
-            auth = sign(
-                method,
-                loc.endpoint,
-                path,
-                region=loc.region,
-                access_key=loc.access_key,
-                secret_key=loc.secret_key,
-                session_token=loc.session_token,
-                body=body,
-                now=dt.datetime.now(dt.UTC),
-            )
+            path, headers = self._request(method, key, body, conditional)
             with self._lock:
                 self.requests[label] = self.requests.get(label, 0) + 1
             try:
-                resp = self._http.request(method, path, content=body or None, headers={**auth, **headers})
+                resp = self._http.request(method, path, content=body or None, headers=headers)
                 status, data = resp.status_code, resp.content
-                failure = f"HTTP {status}" if status in RETRY_STATUSES else None
+                retry = status in self.retry_statuses and status not in (
+                    self.exists_statuses if conditional else ()
+                )
+                failure = f"HTTP {status}" if retry else None
             except httpx.TransportError as exc:  # refused, reset, cut, timed out: outcome unknown for a PUT
                 status, data, failure = 0, b"", f"{type(exc).__name__}: {exc}"
             if failure is None:
@@ -181,3 +182,33 @@ class S3Client:
             if attempt == 1 or attempt % 10 == 0:
                 logger.warning("%s %s: %s; retrying (attempt %d)", method, key, failure, attempt)
             time.sleep(backoff)
+
+
+class S3Client(ObjectClient):
+    """:class:`ObjectClient` for S3, signed with SigV4.
+
+    Args:
+        location: Where the objects are (:func:`s3_location`).
+        deadline_s: How long one call keeps retrying transport failures and retriable answers.
+        timeout_s: Timeout of one request.
+    """
+
+    def __init__(self, location: S3Location, deadline_s: float = 120.0, timeout_s: float = 10.0) -> None:
+        super().__init__(location.endpoint, deadline_s, timeout_s)
+        self.location = location
+
+    def _request(self, method: str, key: str, body: bytes, conditional: bool) -> tuple[str, dict[str, str]]:
+        loc = self.location
+        path = loc.path(key)
+        auth = sign(
+            method,
+            loc.endpoint,
+            path,
+            region=loc.region,
+            access_key=loc.access_key,
+            secret_key=loc.secret_key,
+            session_token=loc.session_token,
+            body=body,
+            now=dt.datetime.now(dt.UTC),
+        )
+        return path, {**auth, "If-None-Match": "*"} if conditional else auth
