@@ -50,6 +50,12 @@ GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 INVALID_RECORD = 87
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+INVALID_TXN_STATE = 48
+UNSTABLE_OFFSET_COMMIT = 88
+PRODUCER_FENCED = 90
 
 _BY_CLASS: list[tuple[type[tl.TopiclakeError], int]] = [
     (tl.RecordTooLarge, MESSAGE_TOO_LARGE),
@@ -57,6 +63,11 @@ _BY_CLASS: list[tuple[type[tl.TopiclakeError], int]] = [
     (tl.InvalidConfig, INVALID_CONFIG),
     (tl.InvalidPartitions, INVALID_PARTITIONS),
     (tl.InvalidRecord, INVALID_RECORD),
+    (tl.InvalidTxnState, INVALID_TXN_STATE),
+    (tl.ProducerFenced, PRODUCER_FENCED),
+    (tl.InvalidProducerIdMapping, INVALID_PRODUCER_ID_MAPPING),
+    (tl.ConcurrentTransactions, CONCURRENT_TRANSACTIONS),
+    (tl.InvalidTransactionTimeout, INVALID_TRANSACTION_TIMEOUT),
     (tl.InvalidRequest, INVALID_REQUEST),
     (tl.TopicNotFound, UNKNOWN_TOPIC_OR_PARTITION),
     (tl.PartitionNotFound, UNKNOWN_TOPIC_OR_PARTITION),

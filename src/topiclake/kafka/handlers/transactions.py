@@ -1,0 +1,239 @@
+"""Kafka transactions, the classic protocol: InitProducerId with a transactional id, AddPartitionsToTxn
+v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, and Produce of transactional batches.
+
+The state machine is :class:`~topiclake.platform.transactions.TransactionCoordinator`; this module maps
+requests onto it and its errors onto Kafka's codes. Transactions are served by a single broker (each
+broker's coordinator holds its transactions' records until they end) and with authentication off
+(TransactionalId ACLs are not implemented): otherwise a transactional InitProducerId is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as before, and the client fails at once rather than wrongly.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from topiclake.errors import ProducerFenced, TopiclakeError
+from topiclake.kafka import errors as kerr
+from topiclake.kafka import records
+from topiclake.kafka.classic_groups import GroupError
+from topiclake.kafka.codec import Request, ms
+from topiclake.kafka.context import Context
+from topiclake.kafka.handlers.cluster import brokers
+from topiclake.platform.transactions import TransactionCoordinator
+
+logger = logging.getLogger(__name__)
+
+#: The first version of each API that answers PRODUCER_FENCED (KIP-588); older ones get
+#: INVALID_PRODUCER_EPOCH for the same condition.
+_FENCED_FROM = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
+_OPERATION_NOT_ATTEMPTED = 55
+
+
+def coordinator(ctx: Context) -> TransactionCoordinator:
+    """The listener's transaction coordinator (made by the server)."""
+    found: TransactionCoordinator = ctx.state["transactions"]
+    return found
+
+
+def _code(exc: TopiclakeError, req: Request) -> int:
+    if isinstance(exc, ProducerFenced) and req.version < _FENCED_FROM.get(req.api_key, 0):
+        return kerr.INVALID_PRODUCER_EPOCH
+    return kerr.code_for(exc)
+
+
+def _served(ctx: Context) -> bool:
+    """Whether this listener serves transactions (one broker, no authentication; see the module doc)."""
+    if ctx.security.auth:
+        return False
+    listed, _controller, _cluster = brokers(ctx)
+    return len(listed) <= 1
+
+
+async def init_transactional(ctx: Context, req: Request) -> dict[str, Any]:
+    """InitProducerId with a transactional id: fence older instances, abort their open transaction."""
+    b = req.body
+    refused = {
+        "error_code": kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+    if not await ctx.run(_served, ctx):
+        return refused
+    try:
+        info = await ctx.run(
+            coordinator(ctx).init_producer_id,
+            str(b.transactional_id),
+            ms(b.transaction_timeout),
+            int(getattr(b, "producer_id", -1)),
+            int(getattr(b, "producer_epoch", -1)),
+        )
+    except TopiclakeError as exc:
+        return {"error_code": _code(exc, req), "producer_id": -1, "producer_epoch": -1}
+    return {"error_code": 0, "producer_id": info.producer_id, "producer_epoch": info.epoch}
+
+
+def _add_partitions_sync(ctx: Context, b: Any, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    bad: dict[tuple[str, int], int] = {}
+    for topic, partition in wanted:
+        try:
+            ctx.broker.log(topic).high_watermark(partition)
+        except TopiclakeError as exc:
+            bad[(topic, partition)] = kerr.code_for(exc)
+    if bad:
+        return {tp: bad.get(tp, _OPERATION_NOT_ATTEMPTED) for tp in wanted}
+    coordinator(ctx).add_partitions(
+        str(b.v3_and_below_transactional_id),
+        int(b.v3_and_below_producer_id),
+        int(b.v3_and_below_producer_epoch),
+        wanted,
+    )
+    return dict.fromkeys(wanted, 0)
+
+
+async def add_partitions_to_txn(ctx: Context, req: Request) -> dict[str, Any]:
+    """AddPartitionsToTxn v0-3 (a client's; the broker-to-broker v4+ is not offered)."""
+    b = req.body
+    wanted = [(str(t.name), int(p)) for t in b.v3_and_below_topics for p in t.partitions]
+    try:
+        codes = await ctx.run(_add_partitions_sync, ctx, b, wanted)
+    except TopiclakeError as exc:
+        codes = dict.fromkeys(wanted, _code(exc, req))
+    return {
+        "results_by_topic_v3_and_below": [
+            {
+                "name": t.name,
+                "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": codes[(str(t.name), int(p))]}
+                    for p in t.partitions
+                ],
+            }
+            for t in b.v3_and_below_topics
+        ]
+    }
+
+
+async def add_offsets_to_txn(ctx: Context, req: Request) -> dict[str, Any]:
+    """AddOffsetsToTxn: the transaction will commit offsets of the group."""
+    b = req.body
+    try:
+        await ctx.run(
+            coordinator(ctx).add_offsets,
+            str(b.transactional_id),
+            int(b.producer_id),
+            int(b.producer_epoch),
+            str(b.group_id),
+        )
+    except TopiclakeError as exc:
+        return {"error_code": _code(exc, req)}
+    return {"error_code": 0}
+
+
+def _txn_offset_commit_sync(ctx: Context, req: Request) -> int:
+    b = req.body
+    group_id = str(b.group_id)
+    member_id = str(getattr(b, "member_id", "") or "")
+    generation = int(getattr(b, "generation_id", -1))
+    if member_id:  # v3+ with group metadata: fenced by the group's generation like OffsetCommit
+        try:
+            ctx.state["classic_groups"].check_commit(group_id, member_id, generation)
+        except GroupError as exc:
+            return exc.code
+    offsets = {
+        (str(t.name), int(p.partition_index)): (int(p.committed_offset), p.committed_metadata)
+        for t in b.topics
+        for p in t.partitions
+    }
+    coordinator(ctx).stage_offsets(
+        str(b.transactional_id), int(b.producer_id), int(b.producer_epoch), group_id, offsets
+    )
+    return 0
+
+
+async def txn_offset_commit(ctx: Context, req: Request) -> dict[str, Any]:
+    """TxnOffsetCommit: offsets that the group gets when (and only if) the transaction commits."""
+    b = req.body
+    try:
+        code = await ctx.run(_txn_offset_commit_sync, ctx, req)
+    except TopiclakeError as exc:
+        code = _code(exc, req)
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+                ],
+            }
+            for t in b.topics
+        ]
+    }
+
+
+async def end_txn(ctx: Context, req: Request) -> dict[str, Any]:
+    """EndTxn: commit (decided in ``_system/transactions``, then rolled forward) or abort."""
+    b = req.body
+    try:
+        await ctx.run(
+            coordinator(ctx).end_txn,
+            str(b.transactional_id),
+            int(b.producer_id),
+            int(b.producer_epoch),
+            bool(b.committed),
+        )
+    except TopiclakeError as exc:
+        logger.info("kafka: EndTxn of %s failed: %s", b.transactional_id, exc)
+        return {"error_code": _code(exc, req)}
+    return {"error_code": 0}
+
+
+def _stage_partition(
+    ctx: Context, tid: str, topic: str, partition: int, data: bytes | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": -1}
+    try:
+        batches = records.decode(bytes(data or b""))
+    except (records.UnsupportedMagic, records.CorruptBatch) as exc:
+        return {**out, "error_code": kerr.CORRUPT_MESSAGE, "error_message": str(exc)}
+    try:
+        for batch in batches:
+            if not batch.transactional:
+                return {
+                    **out,
+                    "error_code": kerr.INVALID_RECORD,
+                    "error_message": "batch is not transactional",
+                }
+            coordinator(ctx).stage(
+                tid,
+                batch.producer_id,
+                batch.producer_epoch,
+                topic,
+                partition,
+                batch.base_sequence,
+                batch.table,
+            )
+    except ProducerFenced as exc:
+        return {**out, "error_code": kerr.INVALID_PRODUCER_EPOCH, "error_message": str(exc)}
+    except TopiclakeError as exc:
+        return {**out, "error_code": kerr.code_for(exc), "error_message": str(exc)}
+    # offsets are given at commit (docs/transactions.md): the answer has none yet
+    return {**out, "error_code": 0}
+
+
+def _stage_all(ctx: Context, tid: str, body: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": t.name,
+            "partition_responses": [
+                _stage_partition(ctx, tid, str(t.name), int(p.index), p.records) for p in t.partition_data
+            ],
+        }
+        for t in body.topic_data
+    ]
+
+
+async def produce_transactional(ctx: Context, req: Request) -> dict[str, Any] | None:
+    """Produce with a transactional id: each batch is held by the coordinator until the transaction ends."""
+    body = req.body
+    responses = await ctx.run(_stage_all, ctx, str(body.transactional_id), body)
+    return None if int(body.acks) == 0 else {"responses": responses}
