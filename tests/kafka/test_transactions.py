@@ -268,3 +268,30 @@ def test_offset_fetch_require_stable_while_offsets_are_pending(kafka: KafkaGatew
     stale = {**ids, "producer_epoch": init.producer_epoch - 1 if init.producer_epoch else 99}
     assert _rpc(kafka, 26, 1, {**stale, "committed": True}).error_code == 47
     assert _rpc(kafka, 26, 3, {**stale, "committed": True}).error_code == 90
+
+
+def test_aiokafka_transactional_producer(kafka: KafkaGateway) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    _create(kafka.bootstrap, tx_aio=2)
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, transactional_id="tid-aio")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait("tx_aio", b"a1", partition=0)
+                await p.send_and_wait("tx_aio", b"a2", partition=1)
+            await p.begin_transaction()
+            await p.send_and_wait("tx_aio", b"aborted", partition=0)
+            await p.abort_transaction()
+            async with p.transaction():
+                await p.send_and_wait("tx_aio", b"a3", partition=0)
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    assert _table_values(kafka, "tx_aio") == ["a1", "a2", "a3"]
+    assert sorted(_read(kafka.bootstrap, ["tx_aio"], 3)) == ["a1", "a2", "a3"]
