@@ -295,3 +295,25 @@ def test_aiokafka_transactional_producer(kafka: KafkaGateway) -> None:
     asyncio.run(run())
     assert _table_values(kafka, "tx_aio") == ["a1", "a2", "a3"]
     assert sorted(_read(kafka.bootstrap, ["tx_aio"], 3)) == ["a1", "a2", "a3"]
+
+
+def test_list_and_describe_transactions(kafka: KafkaGateway) -> None:
+    _create(kafka.bootstrap, tx_list=1)
+    p = _producer(kafka.bootstrap, "tid-listed")
+    p.begin_transaction()
+    _send(p, "tx_list", ["l1"])
+    listed = _rpc(
+        kafka, 66, 1, {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1}
+    )
+    assert listed.error_code == 0
+    assert "tid-listed" in [t.transactional_id for t in listed.transaction_states]
+    (desc,) = _rpc(kafka, 65, 0, {"transactional_ids": ["tid-listed"]}).transaction_states
+    assert (desc.error_code, desc.transaction_state) == (0, "Ongoing")
+    assert [(t.topic, list(t.partitions)) for t in desc.topics] == [("tx_list", [0])]
+    p.commit_transaction(30)
+    (desc,) = _rpc(kafka, 65, 0, {"transactional_ids": ["tid-listed"]}).transaction_states
+    assert desc.transaction_state == "CompleteCommit"
+    (missing,) = _rpc(kafka, 65, 0, {"transactional_ids": ["nobody"]}).transaction_states
+    assert missing.error_code == 105  # TRANSACTIONAL_ID_NOT_FOUND
+    none = _rpc(kafka, 66, 0, {"state_filters": ["Bogus"], "producer_id_filters": []})
+    assert list(none.unknown_state_filters) == ["Bogus"] and not none.transaction_states

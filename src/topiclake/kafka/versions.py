@@ -48,6 +48,8 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions (v2 adds a name pattern filter)
 }
 
 

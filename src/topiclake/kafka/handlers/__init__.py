@@ -54,6 +54,8 @@ HANDLERS: dict[int, Handler] = {
     47: groups.offset_delete,
     48: quotas.describe_client_quotas,
     49: quotas.alter_client_quotas,
+    65: transactions.describe_transactions,
+    66: transactions.list_transactions,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "ApiVersions must advertise exactly the implemented keys"

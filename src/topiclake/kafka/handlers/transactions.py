@@ -1,5 +1,6 @@
 """Kafka transactions, the classic protocol: InitProducerId with a transactional id, AddPartitionsToTxn
-v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, and Produce of transactional batches.
+v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, Produce of transactional batches; ListTransactions and
+DescribeTransactions.
 
 The state machine is :class:`~topiclake.platform.transactions.TransactionCoordinator`; this module maps
 requests onto it and its errors onto Kafka's codes. Transactions are served by a single broker (each
@@ -11,6 +12,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as before, and the client fails at once r
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from topiclake.errors import ProducerFenced, TopiclakeError
@@ -20,7 +22,7 @@ from topiclake.kafka.classic_groups import GroupError
 from topiclake.kafka.codec import Request, ms
 from topiclake.kafka.context import Context
 from topiclake.kafka.handlers.cluster import brokers
-from topiclake.platform.transactions import TransactionCoordinator
+from topiclake.platform.transactions import TransactionCoordinator, TxnState
 
 logger = logging.getLogger(__name__)
 
@@ -237,3 +239,63 @@ async def produce_transactional(ctx: Context, req: Request) -> dict[str, Any] | 
     body = req.body
     responses = await ctx.run(_stage_all, ctx, str(body.transactional_id), body)
     return None if int(body.acks) == 0 else {"responses": responses}
+
+
+async def list_transactions(ctx: Context, req: Request) -> dict[str, Any]:
+    """ListTransactions: this broker's transactional ids, filtered by state, producer id and (v1) age."""
+    b = req.body
+    states = {str(s) for s in getattr(b, "state_filters", ())}
+    pids = {int(p) for p in getattr(b, "producer_id_filters", ())}
+    older = int(getattr(b, "duration_filter", -1))
+    known = {s.value for s in TxnState}
+    now = int(time.time() * 1000)
+    listed = [
+        {
+            "transactional_id": t.transactional_id,
+            "producer_id": t.producer_id,
+            "transaction_state": t.state.value,
+        }
+        for t in await ctx.run(coordinator(ctx).describe)
+        if (not states or t.state.value in states)
+        and (not pids or t.producer_id in pids)
+        and (older < 0 or (t.started_ms >= 0 and now - t.started_ms >= older))
+    ]
+    return {"error_code": 0, "unknown_state_filters": sorted(states - known), "transaction_states": listed}
+
+
+async def describe_transactions(ctx: Context, req: Request) -> dict[str, Any]:
+    """DescribeTransactions: state, producer, timeout, start and partitions of each transactional id."""
+    found = {t.transactional_id: t for t in await ctx.run(coordinator(ctx).describe)}
+    out = []
+    for tid in req.body.transactional_ids:
+        t = found.get(str(tid))
+        if t is None:
+            out.append(
+                {
+                    "error_code": kerr.TRANSACTIONAL_ID_NOT_FOUND,
+                    "transactional_id": tid,
+                    "transaction_state": "",
+                    "transaction_timeout": 0,
+                    "transaction_start_time": 0,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topics": [],
+                }
+            )
+            continue
+        topics: dict[str, list[int]] = {}
+        for topic, partition in t.partitions:
+            topics.setdefault(topic, []).append(partition)
+        out.append(
+            {
+                "error_code": 0,
+                "transactional_id": tid,
+                "transaction_state": t.state.value,
+                "transaction_timeout": t.timeout_ms,
+                "transaction_start_time": max(t.started_ms, 0),
+                "producer_id": t.producer_id,
+                "producer_epoch": t.epoch,
+                "topics": [{"topic": k, "partitions": v} for k, v in sorted(topics.items())],
+            }
+        )
+    return {"transaction_states": out}

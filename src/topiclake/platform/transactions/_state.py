@@ -48,7 +48,8 @@ class Txn:
     timeout_ms: int
     state: TxnState = TxnState.EMPTY
     txn_seq: int = 0
-    started: float = 0.0
+    started: float = 0.0  # monotonic seconds, for the timeout
+    started_ms: int = -1  # wall-clock ms, for DescribeTransactions
     partitions: set[TopicPartition] = field(default_factory=set)
     staged: dict[TopicPartition, list[pa.Table]] = field(default_factory=dict)
     staged_next: dict[TopicPartition, int] = field(default_factory=dict)
@@ -76,6 +77,7 @@ class TxnSummary:
     state: TxnState
     timeout_ms: int
     partitions: tuple[TopicPartition, ...]
+    started_ms: int
 
 
 def decision_rows(txn: Txn, next_seq: dict[tuple[int, int, str, int], int], now: int) -> list[Row]:

@@ -180,6 +180,7 @@ class TransactionCoordinator:
             txn.state = TxnState.ONGOING
             txn.txn_seq += 1
             txn.started = self._clock()
+            txn.started_ms = _now_ms()
 
     def add_partitions(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
@@ -395,7 +396,13 @@ class TransactionCoordinator:
             txns = sorted(self._txns.values(), key=lambda t: t.transactional_id)
         return [
             TxnSummary(
-                t.transactional_id, t.producer_id, t.epoch, t.state, t.timeout_ms, tuple(sorted(t.partitions))
+                t.transactional_id,
+                t.producer_id,
+                t.epoch,
+                t.state,
+                t.timeout_ms,
+                tuple(sorted(t.partitions)),
+                t.started_ms if t.state is TxnState.ONGOING else -1,
             )
             for t in txns
         ]
