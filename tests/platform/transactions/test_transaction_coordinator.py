@@ -134,3 +134,14 @@ def test_the_sweep_aborts_a_timed_out_transaction_and_bumps_the_epoch(
         coord.end_txn("slow", info.producer_id, info.epoch, commit=True)
     assert _values(storage) == []
     assert DeltaTable(storage.system_uri("transactions")).to_pyarrow_table().num_rows >= 3
+
+
+def test_pipelined_batches_commit_in_sequence_order(storage: Storage, broker: Broker) -> None:
+    coord = TransactionCoordinator(broker)
+    info = coord.init_producer_id("pipe", 60_000)
+    coord.add_partitions("pipe", info.producer_id, info.epoch, [("t", 0)])
+    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, _batch("c"))  # overtook its predecessor
+    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 0, _batch("a", "b"))
+    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, _batch("c"))  # a retry
+    coord.end_txn("pipe", info.producer_id, info.epoch, commit=True)
+    assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")]

@@ -51,8 +51,8 @@ class Txn:
     started: float = 0.0  # monotonic seconds, for the timeout
     started_ms: int = -1  # wall-clock ms, for DescribeTransactions
     partitions: set[TopicPartition] = field(default_factory=set)
-    staged: dict[TopicPartition, list[pa.Table]] = field(default_factory=dict)
-    staged_next: dict[TopicPartition, int] = field(default_factory=dict)
+    # per partition: the held batches by their producer sequence (a retried batch replaces itself)
+    staged: dict[TopicPartition, dict[int, pa.Table]] = field(default_factory=dict)
     groups: set[str] = field(default_factory=set)
     offsets: dict[str, Offsets] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,7 +62,6 @@ class Txn:
         """Forget what the transaction staged (it ended)."""
         self.partitions.clear()
         self.staged.clear()
-        self.staged_next.clear()
         self.groups.clear()
         self.offsets.clear()
 
@@ -84,8 +83,8 @@ def decision_rows(txn: Txn, next_seq: dict[tuple[int, int, str, int], int], now:
     """The ``prepare_commit`` rows of a transaction: each partition's records (under the next sequence of
     ``next_seq``) and each group's offsets; one row without either for a transaction of nothing."""
     rows = []
-    for (topic, partition), tables in sorted(txn.staged.items()):
-        data = pa.concat_tables(tables, promote_options="default")
+    for (topic, partition), batches in sorted(txn.staged.items()):
+        data = pa.concat_tables([batches[s] for s in sorted(batches)], promote_options="default")
         base = next_seq.get((txn.producer_id, txn.epoch, topic, partition), 0)
         rows.append(
             Row(

@@ -253,11 +253,8 @@ class TransactionCoordinator:
                     topic=topic,
                     partition=partition,
                 )
-            expected = txn.staged_next.get(key)
-            if expected is not None and base_sequence < expected:
-                return  # a retry of a batch already held
-            txn.staged.setdefault(key, []).append(records)
-            txn.staged_next[key] = base_sequence + records.num_rows
+            # in sequence order at commit, whatever order pipelined requests arrive in; a retry is kept once
+            txn.staged.setdefault(key, {})[base_sequence] = records
 
     # ------------------------------------------------------------------ the end
 
