@@ -172,6 +172,7 @@ class KafkaListener:
             self._sweeper.cancel()
             with contextlib.suppress(BaseException):
                 await self._sweeper
+        await asyncio.get_running_loop().run_in_executor(None, self.transactions.close)
         self.broker.groups.foreign_groups = None
         if self._server is not None:
             with contextlib.suppress(Exception):

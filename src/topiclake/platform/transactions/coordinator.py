@@ -36,6 +36,7 @@ from topiclake.errors import (
 from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
 from topiclake.platform.transactions._recovery import replay
+from topiclake.platform.transactions._rollforward import RollForward
 from topiclake.platform.transactions._state import (
     Txn,
     TxnState,
@@ -48,7 +49,6 @@ from topiclake.platform.transactions._table import (
     Offsets,
     Row,
     TransactionTable,
-    ipc_to_table,
     offsets_from_json,
 )
 
@@ -84,6 +84,7 @@ class TransactionCoordinator:
         self._txns: dict[str, Txn] = {}
         self._next_seq: dict[tuple[int, int, str, int], int] = {}
         self._recovered = False
+        self._roll = RollForward(broker, self._table)
 
     # ------------------------------------------------------------------ recovery
 
@@ -298,27 +299,14 @@ class TransactionCoordinator:
 
     def _finish_commit(self, txn: Txn) -> None:
         """Roll a decided commit forward (idempotent) and record it complete. Caller holds ``txn.lock``."""
-        for row in txn.pending:
-            if row.records is not None and row.topic is not None and row.partition is not None:
-                producer = ProducerInfo(
-                    row.producer_id, row.producer_epoch, row.base_sequence or 0, row.partition
-                )
-                self._broker.produce_arrow(
-                    row.topic, row.partition, ipc_to_table(row.records), acks="all", producer=producer
-                )
-            elif row.group_id is not None and row.offsets is not None:
-                offsets = offsets_from_json(row.offsets)
-                if offsets:
-                    self._broker.groups.commit(row.group_id, None, -1, offsets, foreign_ok=True)
-        first = txn.pending[0] if txn.pending else None
-        pid = first.producer_id if first is not None else txn.producer_id
-        epoch = first.producer_epoch if first is not None else txn.epoch
-        self._table.append(
-            [Row("complete_commit", txn.transactional_id, pid, epoch, _now_ms(), txn.timeout_ms, txn.txn_seq)]
-        )
+        self._roll.run(txn)
         txn.pending = []
         txn.state = TxnState.COMPLETE_COMMIT
         logger.info("transactions: %s #%d committed", txn.transactional_id, txn.txn_seq)
+
+    def close(self) -> None:
+        """Release the roll-forward threads (a roll-forward in progress finishes)."""
+        self._roll.close()
 
     def _abort(self, txn: Txn, why: str) -> None:
         """Drop an open transaction's staged records and offsets. Caller holds ``txn.lock``."""
