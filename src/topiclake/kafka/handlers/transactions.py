@@ -3,10 +3,10 @@ v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, Produce of transactional batches
 DescribeTransactions.
 
 The state machine is :class:`~topiclake.platform.transactions.TransactionCoordinator`; this module maps
-requests onto it and its errors onto Kafka's codes. Transactions are served by a single broker (each
-broker's coordinator holds its transactions' records until they end) and with authentication off
-(TransactionalId ACLs are not implemented): otherwise a transactional InitProducerId is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as before, and the client fails at once rather than wrongly.
+requests onto it and its errors onto Kafka's codes (ACLs: :mod:`topiclake.kafka.authz_txn`). Transactions
+are served by a single broker (each broker's coordinator holds its transactions' records until they end):
+in a cluster of several a transactional InitProducerId is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+as before, and the client fails at once rather than wrongly.
 """
 
 from __future__ import annotations
@@ -45,9 +45,7 @@ def _code(exc: TopiclakeError, req: Request) -> int:
 
 
 def _served(ctx: Context) -> bool:
-    """Whether this listener serves transactions (one broker, no authentication; see the module doc)."""
-    if ctx.security.auth:
-        return False
+    """Whether this listener serves transactions (one broker; see the module doc)."""
     listed, _controller, _cluster = brokers(ctx)
     return len(listed) <= 1
 
