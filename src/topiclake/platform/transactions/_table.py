@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 from topiclake.errors import StorageError
@@ -116,17 +117,31 @@ class TransactionTable:
         except FOREIGN_ERRORS as exc:
             raise StorageError(f"cannot append to {self.uri}: {exc}") from exc
 
-    def rows(self) -> list[Row]:
-        """Every row, in no particular order (empty while there is no table).
+    def rows(self, *, records: bool = False) -> list[Row]:
+        """Every row, in no particular order (empty while there is no table); without the ``records``
+        column unless asked (a restart reads the records of undecided rolls only: :meth:`records_of`).
 
         Raises:
             StorageError: The table cannot be read.
         """
+        names = [n for n in SCHEMA.names if records or n != "records"]
+        return self._read(names, None)
+
+    def records_of(self, transactional_id: str, txn_seq: int) -> list[Row]:
+        """The ``prepare_commit`` rows, with their records, of one transaction."""
+        wanted = (
+            (pc.field("kind") == "prepare_commit")
+            & (pc.field("transactional_id") == transactional_id)
+            & (pc.field("txn_seq") == txn_seq)
+        )
+        return self._read(SCHEMA.names, wanted)
+
+    def _read(self, names: list[str], where: pc.Expression | None) -> list[Row]:
         try:
             if not self._storage.is_table(self.uri):
                 return []
             dt = DeltaTable(self.uri, storage_options=self._storage.options())
-            found = dt.to_pyarrow_table().to_pylist()
+            found = dt.to_pyarrow_dataset().to_table(columns=names, filter=where).to_pylist()
         except FOREIGN_ERRORS as exc:
             raise StorageError(f"cannot read {self.uri}: {exc}") from exc
-        return [Row(**{k: v for k, v in r.items() if k in SCHEMA.names}) for r in found]
+        return [Row(**r) for r in found]

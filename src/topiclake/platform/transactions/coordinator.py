@@ -98,6 +98,7 @@ class TransactionCoordinator:
         for txn in list(self._txns.values()):
             if txn.state is TxnState.PREPARE_COMMIT:
                 with txn.lock:
+                    txn.pending = self._table.records_of(txn.transactional_id, txn.txn_seq)
                     logger.info("transactions: rolling forward %s #%d", txn.transactional_id, txn.txn_seq)
                     self._finish_commit(txn)
 
