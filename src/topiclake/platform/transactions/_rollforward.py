@@ -5,6 +5,7 @@ names), whose state the log commits as a Delta ``txn`` action with the records, 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,6 +13,12 @@ from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
 from topiclake.platform.transactions._state import Txn
 from topiclake.platform.transactions._table import Row, TransactionTable, ipc_to_table, offsets_from_json
+
+
+def partition_producer_id(producer_id: int, partition: int) -> int:
+    """The producer id a transaction's records of one partition are appended under (62 bits, stable)."""
+    digest = hashlib.blake2b(f"{producer_id}/{partition}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 2
 
 
 class RollForward:
@@ -53,7 +60,10 @@ class RollForward:
 
     def _append(self, row: Row) -> None:
         assert row.records is not None and row.topic is not None and row.partition is not None
-        producer = ProducerInfo(row.producer_id, row.producer_epoch, row.base_sequence or 0, row.partition)
+        # one producer id per partition, numbered per topic (no scope): the same Delta txn app id whether
+        # the leader is this broker or another one the append is forwarded to (forwarding keeps no scope)
+        pid = partition_producer_id(row.producer_id, row.partition)
+        producer = ProducerInfo(pid, row.producer_epoch, row.base_sequence or 0)
         self._broker.produce_arrow(
             row.topic, row.partition, ipc_to_table(row.records), acks="all", producer=producer
         )
