@@ -43,7 +43,7 @@ async def find_coordinator(ctx: Context, req: Request) -> dict[str, Any]:
     transactions when it is alone; see :mod:`.transactions`)."""
     key_type = int(getattr(req.body, "key_type", 0))
     if key_type == 1:
-        return {"error_code": 0, "node_id": ctx.broker.config.broker_id, "host": ctx.host, "port": ctx.port}
+        return {"error_code": 0, **await ctx.run(transactions.coordinator_node, ctx, str(req.body.key))}
     if key_type != 0:
         return {
             "error_code": kerr.INVALID_REQUEST,

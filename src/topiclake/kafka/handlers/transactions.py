@@ -3,10 +3,11 @@ v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, Produce of transactional batches
 DescribeTransactions.
 
 The state machine is :class:`~topiclake.platform.transactions.TransactionCoordinator`; this module maps
-requests onto it and its errors onto Kafka's codes (ACLs: :mod:`topiclake.kafka.authz_txn`). Transactions
-are served by a single broker (each broker's coordinator holds its transactions' records until they end):
-in a cluster of several a transactional InitProducerId is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-as before, and the client fails at once rather than wrongly.
+requests onto it and its errors onto Kafka's codes (ACLs: :mod:`topiclake.kafka.authz_txn`). A transactional
+id's coordinator is one broker (the rendezvous hash, as for groups); the others answer NOT_COORDINATOR to its
+requests and forward its Produce batches there (:mod:`topiclake.kafka.txn_forward`). With auth on in a
+cluster a transactional InitProducerId is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a forwarded
+Produce would have to authenticate to the coordinator).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from topiclake.kafka.classic_groups import GroupError
 from topiclake.kafka.codec import Request, ms
 from topiclake.kafka.context import Context
 from topiclake.kafka.handlers.cluster import brokers
+from topiclake.kafka.txn_forward import FORWARDED_BY, ForwardFailed, forward_produce
+from topiclake.platform.cluster.assignment import coordinator_for
 from topiclake.platform.transactions import TransactionCoordinator, TxnState
 
 logger = logging.getLogger(__name__)
@@ -44,8 +47,27 @@ def _code(exc: TopiclakeError, req: Request) -> int:
     return kerr.code_for(exc)
 
 
+def coordinator_node(ctx: Context, transactional_id: str) -> dict[str, Any]:
+    """The broker that coordinates ``transactional_id``: the platform's rendezvous hash over live Kafka
+    brokers, as for groups (a dead broker's ids move, the others stay)."""
+    listed, _controller, _cluster = brokers(ctx)
+    me = ctx.broker.config.broker_id
+    best = coordinator_for(f"transaction/{transactional_id}", sorted(b["node_id"] for b in listed))
+    found = next((b for b in listed if b["node_id"] == best), None)
+    if found is None:
+        return {"node_id": me, "host": ctx.host, "port": ctx.port}
+    return {"node_id": found["node_id"], "host": found["host"], "port": found["port"]}
+
+
+def _owned(ctx: Context, transactional_id: str) -> bool:
+    return bool(coordinator_node(ctx, transactional_id)["node_id"] == ctx.broker.config.broker_id)
+
+
 def _served(ctx: Context) -> bool:
-    """Whether this listener serves transactions (one broker; see the module doc)."""
+    """Whether this listener serves transactions: always, except with auth on in a cluster (a forwarded
+    transactional Produce would have to authenticate to the coordinator; see the module doc)."""
+    if not ctx.security.auth:
+        return True
     listed, _controller, _cluster = brokers(ctx)
     return len(listed) <= 1
 
@@ -60,6 +82,8 @@ async def init_transactional(ctx: Context, req: Request) -> dict[str, Any]:
     }
     if not await ctx.run(_served, ctx):
         return refused
+    if not await ctx.run(_owned, ctx, str(b.transactional_id)):
+        return {"error_code": kerr.NOT_COORDINATOR, "producer_id": -1, "producer_epoch": -1}
     try:
         info = await ctx.run(
             coordinator(ctx).init_producer_id,
@@ -82,6 +106,8 @@ def _add_partitions_sync(ctx: Context, b: Any, wanted: list[tuple[str, int]]) ->
             bad[(topic, partition)] = kerr.code_for(exc)
     if bad:
         return {tp: bad.get(tp, _OPERATION_NOT_ATTEMPTED) for tp in wanted}
+    if not _owned(ctx, str(b.v3_and_below_transactional_id)):
+        return dict.fromkeys(wanted, kerr.NOT_COORDINATOR)
     coordinator(ctx).add_partitions(
         str(b.v3_and_below_transactional_id),
         int(b.v3_and_below_producer_id),
@@ -116,6 +142,8 @@ async def add_partitions_to_txn(ctx: Context, req: Request) -> dict[str, Any]:
 async def add_offsets_to_txn(ctx: Context, req: Request) -> dict[str, Any]:
     """AddOffsetsToTxn: the transaction will commit offsets of the group."""
     b = req.body
+    if not await ctx.run(_owned, ctx, str(b.transactional_id)):
+        return {"error_code": kerr.NOT_COORDINATOR}
     try:
         await ctx.run(
             coordinator(ctx).add_offsets,
@@ -131,6 +159,8 @@ async def add_offsets_to_txn(ctx: Context, req: Request) -> dict[str, Any]:
 
 def _txn_offset_commit_sync(ctx: Context, req: Request) -> int:
     b = req.body
+    if not _owned(ctx, str(b.transactional_id)):
+        return kerr.NOT_COORDINATOR
     group_id = str(b.group_id)
     member_id = str(getattr(b, "member_id", "") or "")
     generation = int(getattr(b, "generation_id", -1))
@@ -173,6 +203,8 @@ async def txn_offset_commit(ctx: Context, req: Request) -> dict[str, Any]:
 async def end_txn(ctx: Context, req: Request) -> dict[str, Any]:
     """EndTxn: commit (decided in ``_system/transactions``, then rolled forward) or abort."""
     b = req.body
+    if not await ctx.run(_owned, ctx, str(b.transactional_id)):
+        return {"error_code": kerr.NOT_COORDINATOR}
     try:
         await ctx.run(
             coordinator(ctx).end_txn,
@@ -235,8 +267,44 @@ def _stage_all(ctx: Context, tid: str, body: Any) -> list[dict[str, Any]]:
 async def produce_transactional(ctx: Context, req: Request) -> dict[str, Any] | None:
     """Produce with a transactional id: each batch is held by the coordinator until the transaction ends."""
     body = req.body
-    responses = await ctx.run(_stage_all, ctx, str(body.transactional_id), body)
+    tid = str(body.transactional_id)
+    node = await ctx.run(coordinator_node, ctx, tid)
+    if node["node_id"] == ctx.broker.config.broker_id:
+        responses = await ctx.run(_stage_all, ctx, tid, body)
+    elif req.client_id == FORWARDED_BY:  # the brokers disagree on the coordinator for a moment: retry
+        responses = _failed(body, kerr.NOT_LEADER_OR_FOLLOWER)
+    else:
+        forwarded = {
+            "transactional_id": tid,
+            "acks": -1,
+            "timeout": ms(body.timeout),
+            "topic_data": [
+                {
+                    "name": t.name,
+                    "partition_data": [{"index": p.index, "records": p.records} for p in t.partition_data],
+                }
+                for t in body.topic_data
+            ],
+        }
+        try:
+            responses = await forward_produce(node["host"], int(node["port"]), forwarded)
+        except ForwardFailed as exc:
+            logger.info("kafka: transactional produce of %s not forwarded: %s", tid, exc)
+            responses = _failed(body, kerr.NOT_LEADER_OR_FOLLOWER)
     return None if int(body.acks) == 0 else {"responses": responses}
+
+
+def _failed(body: Any, code: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": t.name,
+            "partition_responses": [
+                {"index": p.index, "error_code": code, "base_offset": -1, "log_append_time": -1}
+                for p in t.partition_data
+            ],
+        }
+        for t in body.topic_data
+    ]
 
 
 async def list_transactions(ctx: Context, req: Request) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from topiclake.platform.transactions._state import Txn, TxnState
-from topiclake.platform.transactions._table import Row
+from topiclake.platform.transactions._table import Row, TransactionTable
 
 DEFAULT_TIMEOUT_MS = 60_000
 
@@ -46,3 +46,15 @@ def replay(rows: list[Row], txns: dict[str, Txn], next_seq: dict[tuple[int, int,
         known.state = TxnState.PREPARE_COMMIT
         known.txn_seq = seq
         known.pending = decided
+
+
+def load_one(
+    table: TransactionTable, transactional_id: str, next_seq: dict[tuple[int, int, str, int], int]
+) -> Txn | None:
+    """One transactional id as the table has it (with the records of a decided, unfinished commit)."""
+    fresh: dict[str, Txn] = {}
+    replay(table.rows_of(transactional_id), fresh, next_seq)
+    loaded = fresh.get(transactional_id)
+    if loaded is not None and loaded.state is TxnState.PREPARE_COMMIT:
+        loaded.pending = table.records_of(transactional_id, loaded.txn_seq)
+    return loaded

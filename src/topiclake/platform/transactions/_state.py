@@ -9,7 +9,13 @@ from enum import StrEnum
 
 import pyarrow as pa
 
-from topiclake.platform.transactions._table import Offsets, Row, offsets_to_json, table_to_ipc
+from topiclake.platform.transactions._table import (
+    Offsets,
+    Row,
+    offsets_from_json,
+    offsets_to_json,
+    table_to_ipc,
+)
 
 MAX_EPOCH = 32767
 
@@ -57,6 +63,32 @@ class Txn:
     offsets: dict[str, Offsets] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[Row] = field(default_factory=list)  # a decided commit not rolled forward yet
+
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of ``group_id`` whose offsets this id's open or deciding transaction holds."""
+        if self.state is TxnState.ONGOING:
+            return set(self.offsets.get(group_id, {}))
+        if self.state is TxnState.PREPARE_COMMIT:
+            return {
+                tp
+                for row in self.pending
+                if row.group_id == group_id and row.offsets is not None
+                for tp in offsets_from_json(row.offsets)
+            }
+        return set()
+
+    def summary(self) -> TxnSummary:
+        """What DescribeTransactions shows of this id."""
+        ongoing = self.state is TxnState.ONGOING
+        return TxnSummary(
+            self.transactional_id,
+            self.producer_id,
+            self.epoch,
+            self.state,
+            self.timeout_ms,
+            tuple(sorted(self.partitions)),
+            self.started_ms if ongoing else -1,
+        )
 
     def clear(self) -> None:
         """Forget what the transaction staged (it ended)."""

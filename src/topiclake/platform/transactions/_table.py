@@ -127,6 +127,11 @@ class TransactionTable:
         names = [n for n in SCHEMA.names if records or n != "records"]
         return self._read(names, None)
 
+    def rows_of(self, transactional_id: str) -> list[Row]:
+        """The rows of one transactional id, without records (a coordinator taking the id over)."""
+        names = [n for n in SCHEMA.names if n != "records"]
+        return self._read(names, pc.field("transactional_id") == transactional_id)
+
     def records_of(self, transactional_id: str, txn_seq: int) -> list[Row]:
         """The ``prepare_commit`` rows, with their records, of one transaction."""
         wanted = (

@@ -35,7 +35,7 @@ from topiclake.errors import (
 )
 from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
-from topiclake.platform.transactions._recovery import replay
+from topiclake.platform.transactions._recovery import load_one, replay
 from topiclake.platform.transactions._rollforward import RollForward
 from topiclake.platform.transactions._state import (
     Txn,
@@ -49,7 +49,6 @@ from topiclake.platform.transactions._table import (
     Offsets,
     Row,
     TransactionTable,
-    offsets_from_json,
 )
 
 logger = logging.getLogger(__name__)
@@ -102,10 +101,30 @@ class TransactionCoordinator:
                     logger.info("transactions: rolling forward %s #%d", txn.transactional_id, txn.txn_seq)
                     self._finish_commit(txn)
 
+    def _reload(self, transactional_id: str) -> None:
+        """Read one id's rows again: in a cluster another broker may have coordinated it since (a newer
+        epoch in the table fences what this broker remembers), or decided a commit it did not finish."""
+        loaded = load_one(self._table, transactional_id, self._next_seq)
+        if loaded is None:
+            return
+        with self._lock:
+            current = self._txns.get(transactional_id)
+            if current is not None and (
+                (current.producer_id, current.epoch) == (loaded.producer_id, loaded.epoch)
+                or current.lock.locked()
+            ):
+                return  # what this broker knows is the newest, or it is coordinating the id right now
+            self._txns[transactional_id] = loaded
+        logger.info("transactions: %s taken over at epoch %d", transactional_id, loaded.epoch)
+
     def _get(self, transactional_id: str) -> Txn:
         self.recover()
         with self._lock:
             txn = self._txns.get(transactional_id)
+        if txn is None:
+            self._reload(transactional_id)
+            with self._lock:
+                txn = self._txns.get(transactional_id)
         if txn is None:
             raise InvalidProducerIdMapping(
                 f"transactional id {transactional_id!r} has no producer id: call InitProducerId first",
@@ -147,6 +166,7 @@ class TransactionCoordinator:
                 timeout_ms=timeout_ms,
             )
         self.recover()
+        self._reload(transactional_id)
         with self._lock:
             txn = self._txns.get(transactional_id)
             if txn is None:
@@ -364,34 +384,15 @@ class TransactionCoordinator:
 
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
         """Partitions of ``group_id`` with offsets in an open or deciding transaction (require_stable)."""
-        out: set[TopicPartition] = set()
         with self._lock:
             txns = list(self._txns.values())
-        for txn in txns:
-            if txn.state is TxnState.ONGOING:
-                out.update(txn.offsets.get(group_id, {}))
-            elif txn.state is TxnState.PREPARE_COMMIT:
-                for row in txn.pending:
-                    if row.group_id == group_id and row.offsets is not None:
-                        out.update(offsets_from_json(row.offsets))
-        return out
+        return {tp for txn in txns for tp in txn.pending_offsets(group_id)}
 
     def describe(self) -> list[TxnSummary]:
         """Every transactional id this coordinator knows, by id."""
         with self._lock:
             txns = sorted(self._txns.values(), key=lambda t: t.transactional_id)
-        return [
-            TxnSummary(
-                t.transactional_id,
-                t.producer_id,
-                t.epoch,
-                t.state,
-                t.timeout_ms,
-                tuple(sorted(t.partitions)),
-                t.started_ms if t.state is TxnState.ONGOING else -1,
-            )
-            for t in txns
-        ]
+        return [t.summary() for t in txns]
 
 
 def _now_ms() -> int:
