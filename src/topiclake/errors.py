@@ -204,6 +204,43 @@ class InvalidProducerEpoch(TopiclakeError):
     code = "invalid_producer_epoch"
 
 
+class TransactionError(TopiclakeError):
+    """A transactional producer's request does not fit its transaction (Kafka's transaction errors)."""
+
+    code = "transaction_error"
+
+
+class InvalidTxnState(TransactionError):
+    """The request does not fit the transaction's state (e.g. EndTxn with no transaction open)."""
+
+    code = "invalid_txn_state"
+
+
+class ProducerFenced(TransactionError):
+    """A newer instance of the transactional id (a higher epoch) exists: this one is a zombie."""
+
+    code = "producer_fenced"
+
+
+class InvalidProducerIdMapping(TransactionError):
+    """The transactional id is unknown, or is mapped to another producer id."""
+
+    code = "invalid_producer_id_mapping"
+
+
+class ConcurrentTransactions(TransactionError):
+    """The transactional id's previous transaction is still being completed; retry."""
+
+    code = "concurrent_transactions"
+    retriable = True
+
+
+class InvalidTransactionTimeout(TransactionError):
+    """The transaction timeout is not within 1 ms .. the broker's ``transaction.max.timeout.ms``."""
+
+    code = "invalid_transaction_timeout"
+
+
 class Unauthorized(TopiclakeError):
     """No valid credentials were presented."""
 

@@ -20,6 +20,9 @@ from topiclake.security import UserStore
 
 TOPIC, GROUP = 29, 30
 CLUSTER = 31
+TXN = 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+X = "matrix-tid"
+_TXN_IDS = {"transactional_id": X, "producer_id": 1, "producer_epoch": 0}
 T = "matrix"
 G = "matrix-group"
 _PARTS = [{"partition_index": 0}]
@@ -73,6 +76,20 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
     ("IncrementalAlterConfigs", 44, 1, {"resources": [{"resource_type": 2, "resource_name": T, "configs": []}]},
      lambda r: r.responses[0].error_code, TOPIC),
     ("OffsetDelete", 47, 0, {"group_id": G, "topics": [{"name": T, "partitions": _PARTS}]}, lambda r: r.error_code, GROUP),
+    ("Produce transactional", 0, 9, {"transactional_id": X, "acks": -1, "timeout": 1000, "topic_data": [{"name": T, "partition_data": [{"index": 0, "records": b""}]}]},
+     lambda r: r.responses[0].partition_responses[0].error_code, TXN),
+    ("FindCoordinator transaction", 10, 3, {"key": X, "key_type": 1}, lambda r: r.error_code, TXN),
+    ("InitProducerId transactional", 22, 4, {"transactional_id": X, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1},
+     lambda r: r.error_code, TXN),
+    ("AddPartitionsToTxn", 24, 3, {"v3_and_below_transactional_id": X, "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+                                   "v3_and_below_topics": [{"name": T, "partitions": [0]}]},
+     lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code, TXN),
+    ("AddOffsetsToTxn", 25, 3, {**_TXN_IDS, "group_id": G}, lambda r: r.error_code, TXN),
+    ("EndTxn", 26, 3, {**_TXN_IDS, "committed": True}, lambda r: r.error_code, TXN),
+    ("TxnOffsetCommit", 28, 3, {**_TXN_IDS, "group_id": G, "generation_id": -1, "member_id": "", "group_instance_id": None,
+                                "topics": [{"name": T, "partitions": [{"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
+     lambda r: r.topics[0].partitions[0].error_code, TXN),
+    ("DescribeTransactions", 65, 0, {"transactional_ids": [X]}, lambda r: r.transaction_states[0].error_code, TXN),
 ]  # fmt: skip
 
 
@@ -139,4 +156,27 @@ def test_a_super_user_is_never_refused(
         if isinstance(refused, list):
             assert got != [], name  # the super user sees what alice's listing hid
         else:
-            assert int(got) not in (TOPIC, GROUP, CLUSTER), name
+            assert int(got) not in (TOPIC, GROUP, CLUSTER, TXN), name
+
+
+def test_a_transaction_with_authentication_on(secured: Running) -> None:
+    """A user allowed on the transactional id and the topic commits a transaction (SASL PLAIN)."""
+    from confluent_kafka import Producer
+    from deltalake import DeltaTable
+
+    p = Producer(
+        {
+            "bootstrap.servers": secured.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin",
+            "sasl.password": "admin-secret",
+            "transactional.id": "matrix-admin-tid",
+        }
+    )
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(T, value=b"secured-txn", partition=0)
+    p.commit_transaction(30)
+    values = DeltaTable(secured.storage.topic_uri(T)).to_pyarrow_table()["value"].to_pylist()
+    assert values.count(b"secured-txn") == 1

@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from topiclake.kafka import authz_txn
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import ConnectionState, Context
@@ -310,6 +311,10 @@ async def guarded(ctx: Context, req: Request, handler: Handler) -> dict[str, Any
     if not ctx.security.auth:
         return await handler(ctx, req)
     key = req.api_key
+    if key in authz_txn.KEYS:
+        refused = authz_txn.refused(ctx, req)
+        if refused is not None:
+            return refused
     if key in _GROUP_KEYS:
         refused = _group_gate(ctx, req)
         if refused is not None:
@@ -337,6 +342,8 @@ async def guarded(ctx: Context, req: Request, handler: Handler) -> dict[str, Any
         return None
     if key == 3:
         return _metadata_filter(ctx, req, out)
+    if key in (65, 66):
+        return authz_txn.filter_answer(ctx, req, out)
     if key == 15:  # DescribeGroups
         out["groups"] = [
             g

@@ -27,6 +27,7 @@ from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_resp
 from topiclake.kafka.versions import API_VERSIONS, BEFORE_AUTHENTICATION, supported
 from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
+from topiclake.platform.transactions import TransactionCoordinator
 from topiclake.security import ANONYMOUS, Security
 from topiclake.security.inter_broker import CLIENT
 from topiclake.security.quota_store import QuotaStore
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 _CLOSE: Final = object()
 _PIPELINE: Final = 32
+#: How often open transactions are checked for their timeout (Kafka: every 10 s; the check is in memory).
+_SWEEP_S: Final = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +117,9 @@ class KafkaListener:
         self._connections: set[asyncio.Task[None]] = set()
         self.groups = ClassicGroups()
         self.context.state["classic_groups"] = self.groups
+        self.transactions = TransactionCoordinator(broker)
+        self.context.state["transactions"] = self.transactions
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Bind the port and register the listener with the broker.
@@ -138,6 +144,7 @@ class KafkaListener:
                 port=self.port,
             ) from exc
         self.groups.start()
+        self._sweeper = asyncio.create_task(self._sweep_transactions())
         self.broker.groups.foreign_groups = self.groups.active
         self.broker.advertise(Endpoint("kafka", self.context.host, self.context.port))
         logger.info(
@@ -161,6 +168,11 @@ class KafkaListener:
             with contextlib.suppress(BaseException):
                 await task
         await self.groups.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(BaseException):
+                await self._sweeper
+        await asyncio.get_running_loop().run_in_executor(None, self.transactions.close)
         self.broker.groups.foreign_groups = None
         if self._server is not None:
             with contextlib.suppress(Exception):
@@ -168,6 +180,15 @@ class KafkaListener:
         self.context.executor.shutdown(wait=False, cancel_futures=True)
         self.context.poll_executor.shutdown(wait=False, cancel_futures=True)
         logger.info("kafka listener of broker %d closed", self.broker.config.broker_id)
+
+    async def _sweep_transactions(self) -> None:
+        """Roll forward decided commits (after a restart), then abort timed-out transactions every second."""
+        while True:
+            try:
+                await self.context.run(self.transactions.abort_expired)
+            except Exception:  # logged; the next sweep tries again
+                logger.exception("kafka: transaction sweep failed")
+            await asyncio.sleep(_SWEEP_S)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

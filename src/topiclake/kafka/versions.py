@@ -31,7 +31,11 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
-    22: (0, 4),  # InitProducerId
+    22: (0, 4),  # InitProducerId (with a transactional id: classic transactions; v5+ is KIP-890/939)
+    24: (0, 3),  # AddPartitionsToTxn (v4+ is broker-to-broker only)
+    25: (0, 3),  # AddOffsetsToTxn
+    26: (0, 3),  # EndTxn (v4 adds TRANSACTION_ABORTABLE, v5 is KIP-890's transaction version 2)
+    28: (0, 3),  # TxnOffsetCommit
     29: (1, 3),  # DescribeAcls
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
@@ -44,6 +48,8 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions (v2 adds a name pattern filter)
 }
 
 

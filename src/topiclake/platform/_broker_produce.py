@@ -308,6 +308,15 @@ class BrokerProduce(BrokerBase):
             return first[1] if first else None
         return handle.parts[0][1]
 
+    def screen(self, topic: str, table: pa.Table) -> pa.Table:
+        """A batch in input columns after the checks a produce makes, without writing it (transactions
+        stage records this way and append them at commit).
+
+        Raises:
+            TopicNotFound, RecordTooLarge, InvalidRecord: as :meth:`produce_arrow` would.
+        """
+        return self._screen(topic, self.log(topic), table)
+
     def _screen(self, topic: str, log: TopicLog, table: pa.Table) -> pa.Table:
         """The batch in input columns, after the per-record checks (one bad record fails the batch)."""
         data = _conform(table)

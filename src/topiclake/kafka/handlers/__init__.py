@@ -14,7 +14,7 @@ from topiclake.kafka import errors as kerr
 from topiclake.kafka import sasl
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import Context
-from topiclake.kafka.handlers import acls, admin, cluster, fetch, groups, produce, quotas
+from topiclake.kafka.handlers import acls, admin, cluster, fetch, groups, produce, quotas, transactions
 from topiclake.kafka.versions import SUPPORTED
 
 Handler = Callable[[Context, Request], Awaitable[dict[str, Any] | None]]
@@ -38,6 +38,10 @@ HANDLERS: dict[int, Handler] = {
     19: cluster.create_topics,
     20: cluster.delete_topics,
     22: produce.init_producer_id,
+    24: transactions.add_partitions_to_txn,
+    25: transactions.add_offsets_to_txn,
+    26: transactions.end_txn,
+    28: transactions.txn_offset_commit,
     29: acls.describe_acls,
     30: acls.create_acls,
     31: acls.delete_acls,
@@ -50,6 +54,8 @@ HANDLERS: dict[int, Handler] = {
     47: groups.offset_delete,
     48: quotas.describe_client_quotas,
     49: quotas.alter_client_quotas,
+    65: transactions.describe_transactions,
+    66: transactions.list_transactions,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "ApiVersions must advertise exactly the implemented keys"

@@ -10,6 +10,7 @@ from topiclake.kafka import errors as kerr
 from topiclake.kafka.classic_groups import ClassicGroups, GroupError
 from topiclake.kafka.codec import Request, ms
 from topiclake.kafka.context import Context
+from topiclake.kafka.handlers import transactions
 from topiclake.kafka.handlers.cluster import brokers
 from topiclake.platform.cluster.assignment import coordinator_for
 
@@ -38,9 +39,16 @@ def _check_coordinator(ctx: Context, group_id: str) -> None:
 
 
 async def find_coordinator(ctx: Context, req: Request) -> dict[str, Any]:
-    """FindCoordinator: groups (key type 0) only."""
-    if int(getattr(req.body, "key_type", 0)) != 0:
-        return {"error_code": kerr.INVALID_REQUEST, "error_message": "transactions are not supported"}
+    """FindCoordinator: groups (key type 0) and transactional ids (key type 1: this broker, which serves
+    transactions when it is alone; see :mod:`.transactions`)."""
+    key_type = int(getattr(req.body, "key_type", 0))
+    if key_type == 1:
+        return {"error_code": 0, **await ctx.run(transactions.coordinator_node, ctx, str(req.body.key))}
+    if key_type != 0:
+        return {
+            "error_code": kerr.INVALID_REQUEST,
+            "error_message": f"unknown coordinator key type {key_type}",
+        }
     found = await ctx.run(_coordinator_for, ctx, str(req.body.key))
     return {"error_code": 0, **found}
 
@@ -166,7 +174,8 @@ async def offset_commit(ctx: Context, req: Request) -> dict[str, Any]:
     }
 
 
-def _fetch_sync(ctx: Context, group_id: str, wanted: Any) -> list[dict[str, Any]]:
+def _fetch_sync(ctx: Context, group_id: str, wanted: Any, stable: bool = False) -> list[dict[str, Any]]:
+    pending = transactions.coordinator(ctx).pending_offsets(group_id) if stable else set()
     try:
         committed = ctx.broker.groups.committed(group_id)
     except GroupNotFound:
@@ -189,7 +198,7 @@ def _fetch_sync(ctx: Context, group_id: str, wanted: Any) -> list[dict[str, Any]
                     "committed_offset": c.offset if c is not None else -1,
                     "committed_leader_epoch": -1,
                     "metadata": (c.metadata or "") if c is not None else "",
-                    "error_code": 0,
+                    "error_code": kerr.UNSTABLE_OFFSET_COMMIT if (topic, p) in pending else 0,
                 }
             )
         out.append({"name": topic, "partitions": rows})
@@ -199,7 +208,8 @@ def _fetch_sync(ctx: Context, group_id: str, wanted: Any) -> list[dict[str, Any]
 async def offset_fetch(ctx: Context, req: Request) -> dict[str, Any]:
     """OffsetFetch: the group's committed offsets (-1 where none)."""
     b = req.body
-    topics = await ctx.run(_fetch_sync, ctx, str(b.group_id), b.topics)
+    stable = bool(getattr(b, "require_stable", False))
+    topics = await ctx.run(_fetch_sync, ctx, str(b.group_id), b.topics, stable)
     return {"error_code": 0, "topics": topics}
 
 

@@ -1,4 +1,7 @@
-"""Produce (RecordBatch v2, all codecs, acks 0/1/all, idempotent producers) and InitProducerId."""
+"""Produce (RecordBatch v2, all codecs, acks 0/1/all, idempotent producers) and InitProducerId.
+
+Transactional produce and InitProducerId with a transactional id are :mod:`.transactions`'.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from topiclake.kafka import errors as kerr
 from topiclake.kafka import records
 from topiclake.kafka.codec import Request, ms
 from topiclake.kafka.context import ConnectionState, Context
+from topiclake.kafka.handlers import transactions
 from topiclake.kafka.handlers.produce_async import start_partition
 from topiclake.platform.records import ProducerInfo, now_ms
 
@@ -89,8 +93,8 @@ def _produce_batches(
     base: int | None = None
     try:
         for i, batch in enumerate(batches):
-            if batch.transactional:
-                return {**out, "error_code": kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+            if batch.transactional:  # a transactional batch must name its transactional id
+                return {**out, "error_code": kerr.INVALID_RECORD, "error_message": "no transactional_id"}
             producer = None
             if batch.producer_id >= 0:
                 producer = ProducerInfo(
@@ -135,8 +139,7 @@ async def produce(ctx: Context, req: Request) -> dict[str, Any] | None:
     acks = int(body.acks)
     timeout_ms = max(ms(body.timeout), 0)
     if body.transactional_id is not None:
-        failed = _all_failed(body, kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        return None if acks == 0 else {"responses": failed}
+        return await transactions.produce_transactional(ctx, req)
     if acks not in (0, 1, -1):
         return {"responses": _all_failed(body, kerr.INVALID_REQUIRED_ACKS)}
     # Appends follow the connection's request order (a client's pipelined batches of a partition carry
@@ -178,11 +181,11 @@ async def produce(ctx: Context, req: Request) -> dict[str, Any] | None:
 
 
 async def init_producer_id(ctx: Context, req: Request) -> dict[str, Any]:
-    """InitProducerId: a broker-assigned producer id (epoch 0), or the same id with its epoch bumped."""
+    """InitProducerId: a broker-assigned producer id (epoch 0), or the same id with its epoch bumped; with a
+    transactional id, the transaction coordinator's (:mod:`.transactions`)."""
     body = req.body
     if body.transactional_id is not None:
-        code = kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions are not implemented
-        return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
+        return await transactions.init_transactional(ctx, req)
     pid = int(getattr(body, "producer_id", -1))
     epoch = int(getattr(body, "producer_epoch", -1))
     if pid >= 0 and 0 <= epoch < 32767:

@@ -1,0 +1,163 @@
+"""The state of one transactional id (what the coordinator keeps in memory per id)."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import pyarrow as pa
+
+from topiclake.platform.transactions._table import (
+    Offsets,
+    Row,
+    offsets_from_json,
+    offsets_to_json,
+    table_to_ipc,
+)
+
+MAX_EPOCH = 32767
+
+TopicPartition = tuple[str, int]
+
+
+def new_producer_id() -> int:
+    """A fresh producer id (random 62 bits, like the idempotent producers' ids)."""
+    return random.getrandbits(62)
+
+
+def next_epoch(producer_id: int, epoch: int) -> tuple[int, int]:
+    """The (producer id, epoch) after a bump: a new id at epoch 0 once the epoch would overflow."""
+    if epoch + 1 >= MAX_EPOCH:
+        return new_producer_id(), 0
+    return producer_id, epoch + 1
+
+
+class TxnState(StrEnum):
+    """Kafka's transaction states (the ones a client can observe)."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+
+@dataclass
+class Txn:
+    """One transactional id: its producer, its current (or last) transaction and what that staged."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    txn_seq: int = 0
+    started: float = 0.0  # monotonic seconds, for the timeout
+    started_ms: int = -1  # wall-clock ms, for DescribeTransactions
+    partitions: set[TopicPartition] = field(default_factory=set)
+    # per partition: the held batches by their producer sequence (a retried batch replaces itself)
+    staged: dict[TopicPartition, dict[int, pa.Table]] = field(default_factory=dict)
+    groups: set[str] = field(default_factory=set)
+    offsets: dict[str, Offsets] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    pending: list[Row] = field(default_factory=list)  # a decided commit not rolled forward yet
+
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of ``group_id`` whose offsets this id's open or deciding transaction holds."""
+        if self.state is TxnState.ONGOING:
+            return set(self.offsets.get(group_id, {}))
+        if self.state is TxnState.PREPARE_COMMIT:
+            return {
+                tp
+                for row in self.pending
+                if row.group_id == group_id and row.offsets is not None
+                for tp in offsets_from_json(row.offsets)
+            }
+        return set()
+
+    def summary(self) -> TxnSummary:
+        """What DescribeTransactions shows of this id."""
+        ongoing = self.state is TxnState.ONGOING
+        return TxnSummary(
+            self.transactional_id,
+            self.producer_id,
+            self.epoch,
+            self.state,
+            self.timeout_ms,
+            tuple(sorted(self.partitions)),
+            self.started_ms if ongoing else -1,
+        )
+
+    def clear(self) -> None:
+        """Forget what the transaction staged (it ended)."""
+        self.partitions.clear()
+        self.staged.clear()
+        self.groups.clear()
+        self.offsets.clear()
+
+
+@dataclass(frozen=True)
+class TxnSummary:
+    """What DescribeTransactions-like views show of a transactional id."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    state: TxnState
+    timeout_ms: int
+    partitions: tuple[TopicPartition, ...]
+    started_ms: int
+
+
+def decision_rows(txn: Txn, next_seq: dict[tuple[int, int, str, int], int], now: int) -> list[Row]:
+    """The ``prepare_commit`` rows of a transaction: each partition's records (under the next sequence of
+    ``next_seq``) and each group's offsets; one row without either for a transaction of nothing."""
+    rows = []
+    for (topic, partition), batches in sorted(txn.staged.items()):
+        data = pa.concat_tables([batches[s] for s in sorted(batches)], promote_options="default")
+        base = next_seq.get((txn.producer_id, txn.epoch, topic, partition), 0)
+        rows.append(
+            Row(
+                "prepare_commit",
+                txn.transactional_id,
+                txn.producer_id,
+                txn.epoch,
+                now,
+                txn.timeout_ms,
+                txn.txn_seq,
+                topic=topic,
+                partition=partition,
+                base_sequence=base,
+                record_count=data.num_rows,
+                records=table_to_ipc(data),
+            )
+        )
+    for group_id, offsets in sorted(txn.offsets.items()):
+        rows.append(
+            Row(
+                "prepare_commit",
+                txn.transactional_id,
+                txn.producer_id,
+                txn.epoch,
+                now,
+                txn.timeout_ms,
+                txn.txn_seq,
+                group_id=group_id,
+                offsets=offsets_to_json(offsets),
+            )
+        )
+    if not rows:  # a commit of nothing still ends the transaction in the table
+        rows.append(
+            Row(
+                "prepare_commit",
+                txn.transactional_id,
+                txn.producer_id,
+                txn.epoch,
+                now,
+                txn.timeout_ms,
+                txn.txn_seq,
+            )
+        )
+    return rows

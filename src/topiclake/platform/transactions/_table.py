@@ -1,0 +1,152 @@
+"""The coordinator's log, the Delta table ``_system/transactions``: append-only, one commit per decision.
+
+Rows by ``kind``:
+
+- ``epoch``: InitProducerId gave ``transactional_id`` the producer id and epoch (fencing survives restarts).
+- ``prepare_commit``: the decision to commit a transaction, one row per partition (its records as an Arrow
+  IPC stream in ``records``, the producer sequence they are appended under in ``base_sequence``) and one row
+  per consumer group (its offsets as JSON in ``offsets``), all in ONE Delta commit: the decision and the data
+  it needs to roll forward land together or not at all.
+- ``complete_commit`` / ``complete_abort``: the transaction ended (after the roll-forward, for a commit).
+
+SQL can read it like any other ``_system`` table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
+
+from topiclake.errors import StorageError
+from topiclake.platform.catalog.system_table import FOREIGN_ERRORS
+from topiclake.platform.storage import Storage
+
+NAME = "transactions"
+
+SCHEMA = pa.schema(
+    [
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("transactional_id", pa.string(), nullable=False),
+        pa.field("producer_id", pa.int64(), nullable=False),
+        pa.field("producer_epoch", pa.int32(), nullable=False),
+        pa.field("timeout_ms", pa.int32()),
+        pa.field("txn_seq", pa.int64()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("base_sequence", pa.int32()),
+        pa.field("record_count", pa.int64()),
+        pa.field("records", pa.binary()),
+        pa.field("group_id", pa.string()),
+        pa.field("offsets", pa.string()),
+        pa.field("at_ms", pa.int64(), nullable=False),
+    ]
+)
+
+Offsets = dict[tuple[str, int], tuple[int, str | None]]
+
+
+@dataclass
+class Row:
+    """One row of the table (the columns of :data:`SCHEMA`)."""
+
+    kind: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    at_ms: int
+    timeout_ms: int | None = None
+    txn_seq: int | None = None
+    topic: str | None = None
+    partition: int | None = None
+    base_sequence: int | None = None
+    record_count: int | None = None
+    records: bytes | None = None
+    group_id: str | None = None
+    offsets: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as the table's columns."""
+        return {f.name: getattr(self, f.name) for f in SCHEMA}
+
+
+def table_to_ipc(table: pa.Table) -> bytes:
+    """Arrow IPC stream bytes of a table (how staged records travel inside a decision row)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def ipc_to_table(data: bytes) -> pa.Table:
+    """The table of :func:`table_to_ipc` bytes."""
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def offsets_to_json(offsets: Offsets) -> str:
+    """A group's staged offsets as JSON (``[[topic, partition, offset, metadata], ...]``)."""
+    return json.dumps([[t, p, o, m] for (t, p), (o, m) in sorted(offsets.items())])
+
+
+def offsets_from_json(text: str) -> Offsets:
+    """The inverse of :func:`offsets_to_json`."""
+    return {(str(t), int(p)): (int(o), m) for t, p, o, m in json.loads(text)}
+
+
+class TransactionTable:
+    """``_system/transactions`` of a warehouse: blind appends (never conflict), read whole on recovery."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self.uri = storage.system_uri(NAME)
+
+    def append(self, rows: Sequence[Row]) -> None:
+        """Append rows in one Delta commit (the table is made by the first append).
+
+        Raises:
+            StorageError: The commit failed; nothing of it is in the table.
+        """
+        data = pa.Table.from_pylist([r.as_dict() for r in rows], schema=SCHEMA)
+        try:
+            write_deltalake(self.uri, data, mode="append", storage_options=self._storage.options())
+        except FOREIGN_ERRORS as exc:
+            raise StorageError(f"cannot append to {self.uri}: {exc}") from exc
+
+    def rows(self, *, records: bool = False) -> list[Row]:
+        """Every row, in no particular order (empty while there is no table); without the ``records``
+        column unless asked (a restart reads the records of undecided rolls only: :meth:`records_of`).
+
+        Raises:
+            StorageError: The table cannot be read.
+        """
+        names = [n for n in SCHEMA.names if records or n != "records"]
+        return self._read(names, None)
+
+    def rows_of(self, transactional_id: str) -> list[Row]:
+        """The rows of one transactional id, without records (a coordinator taking the id over)."""
+        names = [n for n in SCHEMA.names if n != "records"]
+        return self._read(names, pc.field("transactional_id") == transactional_id)
+
+    def records_of(self, transactional_id: str, txn_seq: int) -> list[Row]:
+        """The ``prepare_commit`` rows, with their records, of one transaction."""
+        wanted = (
+            (pc.field("kind") == "prepare_commit")
+            & (pc.field("transactional_id") == transactional_id)
+            & (pc.field("txn_seq") == txn_seq)
+        )
+        return self._read(SCHEMA.names, wanted)
+
+    def _read(self, names: list[str], where: pc.Expression | None) -> list[Row]:
+        try:
+            if not self._storage.is_table(self.uri):
+                return []
+            dt = DeltaTable(self.uri, storage_options=self._storage.options())
+            found = dt.to_pyarrow_dataset().to_table(columns=names, filter=where).to_pylist()
+        except FOREIGN_ERRORS as exc:
+            raise StorageError(f"cannot read {self.uri}: {exc}") from exc
+        return [Row(**r) for r in found]

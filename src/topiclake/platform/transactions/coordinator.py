@@ -1,0 +1,399 @@
+"""The transaction coordinator: Kafka's transaction state machine over the logs and ``_system/transactions``.
+
+A transaction's records are held by the coordinator (staged, in memory) until it ends; they get their
+offsets when the transaction commits, so a topic's Delta table only ever holds committed records and its
+offsets stay contiguous (no reserved ranges, no holes, no aborted rows; docs/decisions.md says why). A
+commit goes in three steps:
+
+1. the decision: one Delta commit to ``_system/transactions`` holding every partition's records and every
+   group's offsets (:mod:`._table`); the transaction is committed from here on, whatever crashes;
+2. the roll-forward: each partition's records appended as one request of an idempotent producer (the
+   transaction's producer id and epoch, a sequence the coordinator numbers per partition), so the Delta
+   ``txn`` action the log commits with them makes a replay after a crash a duplicate that writes nothing;
+   then the groups' offsets;
+3. ``complete_commit`` recorded.
+
+A broker that starts (or takes a coordinator's place) rolls forward every decided transaction not marked
+complete. An abort drops the staged records: nothing of it was ever in a topic table.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import pyarrow as pa
+
+from topiclake.errors import (
+    ConcurrentTransactions,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    ProducerFenced,
+)
+from topiclake.platform.broker import Broker
+from topiclake.platform.records import ProducerInfo
+from topiclake.platform.transactions._recovery import load_one, replay
+from topiclake.platform.transactions._rollforward import RollForward
+from topiclake.platform.transactions._state import (
+    Txn,
+    TxnState,
+    TxnSummary,
+    decision_rows,
+    new_producer_id,
+    next_epoch,
+)
+from topiclake.platform.transactions._table import (
+    Offsets,
+    Row,
+    TransactionTable,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Kafka's ``transaction.max.timeout.ms`` default (15 min).
+MAX_TIMEOUT_MS = 900_000
+
+TopicPartition = tuple[str, int]
+
+
+class TransactionCoordinator:
+    """Transactions of this broker's transactional ids.
+
+    Args:
+        broker: The broker whose logs and groups the transactions write to.
+        max_timeout_ms: Kafka's ``transaction.max.timeout.ms``.
+        clock: Monotonic seconds (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        max_timeout_ms: int = MAX_TIMEOUT_MS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._broker = broker
+        self._table = TransactionTable(broker.storage)
+        self._max_timeout_ms = max_timeout_ms
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._txns: dict[str, Txn] = {}
+        self._next_seq: dict[tuple[int, int, str, int], int] = {}
+        self._recovered = False
+        self._roll = RollForward(broker, self._table)
+
+    # ------------------------------------------------------------------ recovery
+
+    def recover(self) -> None:
+        """Load the table once: epochs, sequence numbers, and roll forward decided, incomplete commits."""
+        with self._lock:
+            if self._recovered:
+                return
+            replay(self._table.rows(), self._txns, self._next_seq)
+            self._recovered = True
+        for txn in list(self._txns.values()):
+            if txn.state is TxnState.PREPARE_COMMIT:
+                with txn.lock:
+                    txn.pending = self._table.records_of(txn.transactional_id, txn.txn_seq)
+                    logger.info("transactions: rolling forward %s #%d", txn.transactional_id, txn.txn_seq)
+                    self._finish_commit(txn)
+
+    def _reload(self, transactional_id: str) -> None:
+        """Read one id's rows again: in a cluster another broker may have coordinated it since (a newer
+        epoch in the table fences what this broker remembers), or decided a commit it did not finish."""
+        loaded = load_one(self._table, transactional_id, self._next_seq)
+        if loaded is None:
+            return
+        with self._lock:
+            current = self._txns.get(transactional_id)
+            if current is not None and (
+                (current.producer_id, current.epoch) == (loaded.producer_id, loaded.epoch)
+                or current.lock.locked()
+            ):
+                return  # what this broker knows is the newest, or it is coordinating the id right now
+            self._txns[transactional_id] = loaded
+        logger.info("transactions: %s taken over at epoch %d", transactional_id, loaded.epoch)
+
+    def _get(self, transactional_id: str) -> Txn:
+        self.recover()
+        with self._lock:
+            txn = self._txns.get(transactional_id)
+        if txn is None:
+            self._reload(transactional_id)
+            with self._lock:
+                txn = self._txns.get(transactional_id)
+        if txn is None:
+            raise InvalidProducerIdMapping(
+                f"transactional id {transactional_id!r} has no producer id: call InitProducerId first",
+                transactional_id=transactional_id,
+            )
+        return txn
+
+    @staticmethod
+    def _check(txn: Txn, producer_id: int, epoch: int) -> None:
+        if producer_id != txn.producer_id:
+            raise InvalidProducerIdMapping(
+                f"transactional id {txn.transactional_id!r} is mapped to another producer id",
+                transactional_id=txn.transactional_id,
+                producer_id=producer_id,
+            )
+        if epoch != txn.epoch:
+            raise ProducerFenced(
+                f"producer epoch {epoch} of {txn.transactional_id!r} is not the current {txn.epoch}: fenced",
+                transactional_id=txn.transactional_id,
+                epoch=epoch,
+                current_epoch=txn.epoch,
+            )
+
+    # ------------------------------------------------------------------ producer ids
+
+    def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int = -1, epoch: int = -1
+    ) -> ProducerInfo:
+        """InitProducerId of a transactional producer: fence older instances, abort their open transaction.
+
+        Raises:
+            InvalidTransactionTimeout: ``timeout_ms`` outside 1 .. ``transaction.max.timeout.ms``.
+            ProducerFenced: ``producer_id``/``epoch`` name an instance older than the current one's last.
+            StorageError: The new epoch could not be recorded.
+        """
+        if not 0 < timeout_ms <= self._max_timeout_ms:
+            raise InvalidTransactionTimeout(
+                f"transaction timeout {timeout_ms} ms is not within 1..{self._max_timeout_ms}",
+                timeout_ms=timeout_ms,
+            )
+        self.recover()
+        self._reload(transactional_id)
+        with self._lock:
+            txn = self._txns.get(transactional_id)
+            if txn is None:
+                txn = Txn(transactional_id, new_producer_id(), -1, timeout_ms)
+                self._txns[transactional_id] = txn
+        with txn.lock:
+            if txn.state is TxnState.PREPARE_COMMIT:
+                self._finish_commit(txn)
+            if producer_id >= 0 and (producer_id != txn.producer_id or epoch < txn.epoch - 1):
+                raise ProducerFenced(
+                    f"producer {producer_id} epoch {epoch} is not the current one of {transactional_id!r}",
+                    transactional_id=transactional_id,
+                )
+            if txn.state is TxnState.ONGOING:
+                self._abort(txn, "a new instance initialized")
+            pid, new_epoch = next_epoch(txn.producer_id, txn.epoch)
+            self._table.append(
+                [Row("epoch", transactional_id, pid, new_epoch, _now_ms(), timeout_ms, txn.txn_seq)]
+            )
+            txn.producer_id, txn.epoch, txn.timeout_ms = pid, new_epoch, timeout_ms
+            logger.info("transactions: %s is producer %d epoch %d", transactional_id, pid, new_epoch)
+            return ProducerInfo(pid, new_epoch, 0)
+
+    # ------------------------------------------------------------------ a transaction's parts
+
+    def _begin(self, txn: Txn) -> None:
+        if txn.state is TxnState.PREPARE_COMMIT:
+            raise ConcurrentTransactions(
+                f"the previous transaction of {txn.transactional_id!r} is still being committed"
+            )
+        if txn.state is not TxnState.ONGOING:
+            txn.clear()
+            txn.state = TxnState.ONGOING
+            txn.txn_seq += 1
+            txn.started = self._clock()
+            txn.started_ms = _now_ms()
+
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """AddPartitionsToTxn: the partitions this transaction may produce to (topics must exist).
+
+        Raises:
+            InvalidProducerIdMapping, ProducerFenced, ConcurrentTransactions, TopicNotFound,
+                PartitionNotFound.
+        """
+        txn = self._get(transactional_id)
+        wanted = list(partitions)
+        for topic, partition in wanted:
+            self._broker.log(topic).high_watermark(partition)  # unknown topic or partition: an error
+        with txn.lock:
+            self._check(txn, producer_id, epoch)
+            self._begin(txn)
+            txn.partitions.update(wanted)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> None:
+        """AddOffsetsToTxn: this transaction will commit offsets of ``group_id``."""
+        txn = self._get(transactional_id)
+        with txn.lock:
+            self._check(txn, producer_id, epoch)
+            self._begin(txn)
+            txn.groups.add(group_id)
+
+    def stage_offsets(
+        self, transactional_id: str, producer_id: int, epoch: int, group_id: str, offsets: Offsets
+    ) -> None:
+        """TxnOffsetCommit: offsets committed to the group when (and only if) the transaction commits.
+
+        Raises:
+            InvalidTxnState: No transaction open, or the group was not added with AddOffsetsToTxn.
+        """
+        txn = self._get(transactional_id)
+        with txn.lock:
+            self._check(txn, producer_id, epoch)
+            if txn.state is not TxnState.ONGOING or group_id not in txn.groups:
+                raise InvalidTxnState(
+                    f"group {group_id!r} is not part of an open transaction of {transactional_id!r}",
+                    group=group_id,
+                )
+            txn.offsets.setdefault(group_id, {}).update(offsets)
+
+    def stage(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        topic: str,
+        partition: int,
+        base_sequence: int,
+        records: pa.Table,
+    ) -> None:
+        """A transactional Produce batch: held until the transaction ends (a retried batch is kept once).
+
+        Raises:
+            InvalidProducerIdMapping, ProducerFenced: Not the transactional id's current producer.
+            InvalidTxnState: No transaction open, or the partition was not added to it.
+        """
+        txn = self._get(transactional_id)
+        key = (topic, partition)
+        records = self._broker.screen(topic, records)  # a record that cannot be appended fails now
+        with txn.lock:
+            self._check(txn, producer_id, epoch)
+            if txn.state is not TxnState.ONGOING or key not in txn.partitions:
+                raise InvalidTxnState(
+                    f"{topic}/{partition} is not part of an open transaction of {transactional_id!r}",
+                    topic=topic,
+                    partition=partition,
+                )
+            # in sequence order at commit, whatever order pipelined requests arrive in; a retry is kept once
+            txn.staged.setdefault(key, {})[base_sequence] = records
+
+    # ------------------------------------------------------------------ the end
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
+        """EndTxn: commit (decide, roll forward, complete) or abort (drop what was staged).
+
+        A retried EndTxn of the transaction that just ended the same way succeeds again.
+
+        Raises:
+            InvalidProducerIdMapping, ProducerFenced, InvalidTxnState, StorageError, and what the
+                roll-forward's appends raise (the decision stands; the next call or sweep retries).
+        """
+        txn = self._get(transactional_id)
+        with txn.lock:
+            self._check(txn, producer_id, epoch)
+            if txn.state is TxnState.PREPARE_COMMIT and commit:
+                self._finish_commit(txn)
+                return
+            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            if txn.state is done:
+                return
+            if txn.state is not TxnState.ONGOING:
+                raise InvalidTxnState(
+                    f"{transactional_id!r} has no open transaction to {'commit' if commit else 'abort'} "
+                    f"(state {txn.state.value})",
+                    transactional_id=transactional_id,
+                )
+            if not commit:
+                self._abort(txn, "the producer aborted")
+                return
+            decision = decision_rows(txn, self._next_seq, _now_ms())
+            self._table.append(decision)  # from here on the transaction is committed
+            for row in decision:
+                if row.topic is not None and row.partition is not None:
+                    key = (row.producer_id, row.producer_epoch, row.topic, row.partition)
+                    self._next_seq[key] = (row.base_sequence or 0) + (row.record_count or 0)
+            txn.pending = decision
+            txn.state = TxnState.PREPARE_COMMIT
+            txn.clear()
+            self._finish_commit(txn)
+
+    def _finish_commit(self, txn: Txn) -> None:
+        """Roll a decided commit forward (idempotent) and record it complete. Caller holds ``txn.lock``."""
+        self._roll.run(txn)
+        txn.pending = []
+        txn.state = TxnState.COMPLETE_COMMIT
+        logger.info("transactions: %s #%d committed", txn.transactional_id, txn.txn_seq)
+
+    def close(self) -> None:
+        """Release the roll-forward threads (a roll-forward in progress finishes)."""
+        self._roll.close()
+
+    def _abort(self, txn: Txn, why: str) -> None:
+        """Drop an open transaction's staged records and offsets. Caller holds ``txn.lock``."""
+        self._table.append(
+            [
+                Row(
+                    "complete_abort",
+                    txn.transactional_id,
+                    txn.producer_id,
+                    txn.epoch,
+                    _now_ms(),
+                    txn.timeout_ms,
+                    txn.txn_seq,
+                )
+            ]
+        )
+        txn.clear()
+        txn.state = TxnState.COMPLETE_ABORT
+        logger.info("transactions: %s #%d aborted (%s)", txn.transactional_id, txn.txn_seq, why)
+
+    # ------------------------------------------------------------------ housekeeping and views
+
+    def abort_expired(self) -> list[str]:
+        """Abort open transactions older than their timeout and bump their epoch (the sweep; Kafka's 10 s).
+
+        Also retries the roll-forward of decided commits a failed EndTxn left behind. Returns the
+        transactional ids aborted.
+        """
+        self.recover()
+        now = self._clock()
+        aborted = []
+        with self._lock:
+            txns = list(self._txns.values())
+        for txn in txns:
+            if not txn.lock.acquire(blocking=False):
+                continue
+            try:
+                if txn.state is TxnState.PREPARE_COMMIT:
+                    self._finish_commit(txn)
+                elif txn.state is TxnState.ONGOING and now - txn.started > txn.timeout_ms / 1000:
+                    self._abort(txn, f"timed out after {txn.timeout_ms} ms")
+                    pid, epoch = next_epoch(txn.producer_id, txn.epoch)
+                    row = Row(
+                        "epoch", txn.transactional_id, pid, epoch, _now_ms(), txn.timeout_ms, txn.txn_seq
+                    )
+                    self._table.append([row])
+                    txn.producer_id, txn.epoch = pid, epoch
+                    aborted.append(txn.transactional_id)
+            except Exception:  # the sweep goes on with the other transactions; this one is tried again
+                logger.exception("transactions: sweep of %s failed", txn.transactional_id)
+            finally:
+                txn.lock.release()
+        return aborted
+
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of ``group_id`` with offsets in an open or deciding transaction (require_stable)."""
+        with self._lock:
+            txns = list(self._txns.values())
+        return {tp for txn in txns for tp in txn.pending_offsets(group_id)}
+
+    def describe(self) -> list[TxnSummary]:
+        """Every transactional id this coordinator knows, by id."""
+        with self._lock:
+            txns = sorted(self._txns.values(), key=lambda t: t.transactional_id)
+        return [t.summary() for t in txns]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

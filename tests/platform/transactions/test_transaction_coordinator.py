@@ -1,0 +1,147 @@
+"""The transaction coordinator over real Delta tables: a commit interrupted after its decision rolls
+forward exactly once (also after a broker restart, also when the roll-forward had already appended),
+fencing by epoch, and the timeout sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from topiclake.errors import InvalidTxnState, ProducerFenced, StorageError
+from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.platform.transactions import TransactionCoordinator, TxnState
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Storage:
+    return Storage(str(tmp_path / "wh"))
+
+
+@pytest.fixture
+def broker(storage: Storage) -> Iterator[Broker]:
+    b = Broker(storage, BrokerConfig(linger_ms=1))
+    b.create_topic("t", partitions=2)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def _batch(*values: str) -> pa.Table:
+    return pa.table(
+        {
+            "key": pa.array([None] * len(values), pa.binary()),
+            "value": pa.array([v.encode() for v in values], pa.binary()),
+            "timestamp_ms": pa.array([1_700_000_000_000] * len(values), pa.int64()),
+        }
+    )
+
+
+def _values(storage: Storage) -> list[tuple[int, int, str]]:
+    rows = DeltaTable(storage.topic_uri("t")).to_pyarrow_table().to_pylist()
+    return sorted((r["partition"], r["offset"], r["value"].decode()) for r in rows)
+
+
+def _open(coord: TransactionCoordinator, tid: str = "tid") -> tuple[int, int]:
+    info = coord.init_producer_id(tid, 60_000)
+    coord.add_partitions(tid, info.producer_id, info.epoch, [("t", 0), ("t", 1)])
+    coord.stage(tid, info.producer_id, info.epoch, "t", 0, 0, _batch("a", "b"))
+    coord.stage(tid, info.producer_id, info.epoch, "t", 0, 0, _batch("a", "b"))  # a retry: kept once
+    coord.stage(tid, info.producer_id, info.epoch, "t", 1, 0, _batch("c"))
+    return info.producer_id, info.epoch
+
+
+def _fail_on(coord: TransactionCoordinator, kind: str) -> None:
+    """Make the coordinator's table refuse rows of one kind (a crash at that point of the commit)."""
+    table: Any = coord._table
+    real = table.append
+
+    def append(rows: list[Any]) -> None:
+        if any(r.kind == kind for r in rows):
+            raise StorageError(f"injected: {kind} not written")
+        real(rows)
+
+    table.append = append
+
+
+@pytest.mark.parametrize("crash_at", ["prepare_commit", "complete_commit"])
+def test_a_commit_cut_short_ends_all_or_nothing_after_a_restart(
+    storage: Storage, broker: Broker, crash_at: str
+) -> None:
+    first = TransactionCoordinator(broker)
+    pid, epoch = _open(first)
+    _fail_on(first, crash_at)
+    with pytest.raises(StorageError):
+        first.end_txn("tid", pid, epoch, commit=True)
+    broker.close()
+    # a restarted broker (fresh producer state, read back from the table's txn actions) and coordinator
+    again = Broker(storage, BrokerConfig(linger_ms=1))
+    try:
+        second = TransactionCoordinator(again)
+        second.recover()
+        expected = [] if crash_at == "prepare_commit" else [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
+        assert _values(storage) == expected  # the roll-forward did not append twice
+        (summary,) = second.describe()
+        want = TxnState.COMPLETE_COMMIT if crash_at == "complete_commit" else TxnState.EMPTY
+        assert summary.state is want
+        assert (summary.producer_id, summary.epoch) == (pid, epoch)
+        # recovering once more (another broker taking over) changes nothing
+        TransactionCoordinator(again).recover()
+        assert _values(storage) == expected
+        # the next instance gets a higher epoch, and its next commit appends after the first
+        info = second.init_producer_id("tid", 60_000)
+        assert (info.producer_id, info.epoch) == (pid, epoch + 1)
+        second.add_partitions("tid", pid, info.epoch, [("t", 0)])
+        second.stage("tid", pid, info.epoch, "t", 0, 0, _batch("d"))
+        second.end_txn("tid", pid, info.epoch, commit=True)
+        assert (0, 2 if expected else 0, "d") in _values(storage)
+        assert len(_values(storage)) == len(expected) + 1
+    finally:
+        again.close()
+
+
+def test_zombie_is_fenced_and_its_transaction_aborted(storage: Storage, broker: Broker) -> None:
+    coord = TransactionCoordinator(broker)
+    pid, old = _open(coord)
+    new = coord.init_producer_id("tid", 60_000)
+    assert new.epoch == old + 1
+    with pytest.raises(ProducerFenced):
+        coord.stage("tid", pid, old, "t", 0, 2, _batch("z"))
+    with pytest.raises(ProducerFenced):
+        coord.end_txn("tid", pid, old, commit=True)
+    with pytest.raises(InvalidTxnState):  # the new instance has no transaction open yet
+        coord.end_txn("tid", pid, new.epoch, commit=True)
+    assert _values(storage) == []
+
+
+def test_the_sweep_aborts_a_timed_out_transaction_and_bumps_the_epoch(
+    storage: Storage, broker: Broker
+) -> None:
+    now = [100.0]
+    coord = TransactionCoordinator(broker, clock=lambda: now[0])
+    info = coord.init_producer_id("slow", 1_000)
+    coord.add_partitions("slow", info.producer_id, info.epoch, [("t", 0)])
+    coord.stage("slow", info.producer_id, info.epoch, "t", 0, 0, _batch("late"))
+    assert coord.abort_expired() == []
+    now[0] += 1.5
+    assert coord.abort_expired() == ["slow"]
+    with pytest.raises(ProducerFenced):
+        coord.end_txn("slow", info.producer_id, info.epoch, commit=True)
+    assert _values(storage) == []
+    assert DeltaTable(storage.system_uri("transactions")).to_pyarrow_table().num_rows >= 3
+
+
+def test_pipelined_batches_commit_in_sequence_order(storage: Storage, broker: Broker) -> None:
+    coord = TransactionCoordinator(broker)
+    info = coord.init_producer_id("pipe", 60_000)
+    coord.add_partitions("pipe", info.producer_id, info.epoch, [("t", 0)])
+    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, _batch("c"))  # overtook its predecessor
+    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 0, _batch("a", "b"))
+    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, _batch("c"))  # a retry
+    coord.end_txn("pipe", info.producer_id, info.epoch, commit=True)
+    assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")]
