@@ -33,7 +33,6 @@ from topiclake.jobs._tables import (
     segment_predicate,
     segments_of,
     size_of,
-    spark_path,
     target_file_count,
 )
 from topiclake.jobs.common import (
@@ -52,6 +51,7 @@ from topiclake.jobs.common import (
     topic_lease,
 )
 from topiclake.platform.log.file_index import DataFile, FileIndex
+from topiclake.sparkenv.s3a import spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -37,7 +37,6 @@ from topiclake.jobs._tables import (
     segment_predicate,
     segments_of,
     size_of,
-    spark_path,
 )
 from topiclake.jobs.common import (
     JobConfig,
@@ -56,6 +55,7 @@ from topiclake.jobs.compact import DEFAULT_TARGET_FILE_BYTES
 from topiclake.platform.catalog.topic_config import TopicConfig
 from topiclake.platform.log.file_index import FileIndex
 from topiclake.platform.storage import Storage
+from topiclake.sparkenv.s3a import spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

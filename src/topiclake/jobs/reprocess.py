@@ -43,7 +43,6 @@ from topiclake.jobs._tables import (
     new_tag,
     open_table,
     size_of,
-    spark_path,
 )
 from topiclake.jobs.common import (
     JobConfig,
@@ -63,6 +62,7 @@ from topiclake.platform.log.topic_log import partition_app_id
 from topiclake.platform.log.topic_writer import writer_app_id
 from topiclake.platform.storage import Storage
 from topiclake.schemas import KAFKA_COLUMNS
+from topiclake.sparkenv.s3a import spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
