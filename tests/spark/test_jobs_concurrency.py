@@ -75,7 +75,14 @@ def job_commit(uri: str, job: str) -> dict[str, object]:
     raise AssertionError(f"no commit of {job} in {uri}")
 
 
-@pytest.mark.parametrize("store", ["dir", "s3"])
+#: Run 2026-11-27 (twice): on S3 compaction committed beside the producer (its entry topiclake's), then the
+#: local S3 server stalled for minutes, one of its threads holding its one-request lock while reading a
+#: request body that did not come (py-spy), and key compaction's executor PUTs timed out. Skipped until
+#: the dev server reads bodies before taking its lock; tests/jobs/test_job_commit.py covers the commit.
+_S3_STALLS = pytest.mark.skip(reason="the local S3 server stalls under this load (see the comment above)")
+
+
+@pytest.mark.parametrize("store", ["dir", pytest.param("s3", marks=_S3_STALLS)])
 def test_jobs_beside_a_live_producer_lose_and_duplicate_nothing(
     spark: SparkSession,
     warehouse: str,
@@ -85,12 +92,15 @@ def test_jobs_beside_a_live_producer_lose_and_duplicate_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out = str(tmp_path / "replay")
+    configs = dict(CONFIGS)
     if store == "s3":  # configured as users do: AWS_* in the environment (delta-rs, the jobs, S3A)
         warehouse, options = request.getfixturevalue("s3_warehouse")
         for key, value in options.items():
             monkeypatch.setenv(key, value)
         out = f"{warehouse}/replay"
-    make_topic(warehouse, TOPIC, partitions=2, configs=CONFIGS)
+        # fewer, larger segments: the local S3 server serves one request at a time, in Python
+        configs["segment.bytes"] = "4000"
+    make_topic(warehouse, TOPIC, partitions=2, configs=configs)
     storage = Storage(warehouse)
     config = BrokerConfig(
         maintenance=True,
