@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[spark,dev]'
 	touch $@
 
-# Delta's Spark jars: resolved once from Maven Central into ~/.cache/topiclake/jars, offline afterwards.
+# Delta's and S3A's Spark jars: resolved once from Maven Central into ~/.cache/topiclake/jars, offline afterwards.
 $(JARS_STAMP): $(STAMP)
 	$(PY) -m topiclake.jobs.jars resolve
 	touch $@

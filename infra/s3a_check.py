@@ -1,11 +1,10 @@
 """By hand (not a test): Spark's own Delta reader and the compaction job over s3a:// on the local S3 server.
 
-Needs the S3A jars, which `make install` does not fetch (686 MB, docs/object-storage.md):
+The S3A jars (hadoop-aws and the AWS SDK v2 modules it needs, ~12 MB) come from the jar cache that
+`make install` fills (`python -m topiclake.sparkenv.jars resolve`); an optional directory argument adds
+more jars. tests/spark/test_s3a_delta.py and tests/spark/test_jobs_concurrency.py cover this on every run.
 
-    for a in org.apache.hadoop:hadoop-aws:3.5.0 software.amazon.awssdk:bundle:2.35.4 \
-             software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.3.1; do
-      mvn -q dependency:copy -Dartifact=$a -DoutputDirectory=/tmp/s3aj; done
-    .venv/bin/python infra/s3a_check.py /tmp/s3aj
+    .venv/bin/python infra/s3a_check.py
 
 Prints one line ``RESULT {...}`` with the timings and checks.
 """
@@ -37,7 +36,7 @@ try:
             b.produce("orders", [Record(key=b"k", value=f"v{i}-{j}".encode()) for j in range(5)])
     base = spark_conf("local[2]", "s3a-by-hand")
     jars = base.get("spark.jars", "")
-    extra = ",".join(sorted(glob.glob(f"{sys.argv[1] if len(sys.argv) > 1 else '/tmp/s3aj'}/*.jar")))
+    extra = ",".join(sorted(glob.glob(f"{sys.argv[1]}/*.jar"))) if len(sys.argv) > 1 else ""
     conf = {
         "spark.jars": ",".join(x for x in [jars, extra] if x),
         "spark.hadoop.fs.s3a.endpoint": srv.endpoint,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -9,11 +10,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from topiclake.jobs.session import get_spark
+from topiclake.objectstore import LocalS3Server
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _HERE = Path(__file__).parent
+_buckets = itertools.count()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -47,3 +50,28 @@ def warehouse(tmp_path: Path) -> str:
     root = tmp_path / "wh"
     root.mkdir()
     return str(root)
+
+
+@pytest.fixture(scope="session")
+def s3_lake() -> Iterator[LocalS3Server]:
+    """The local S3 server (moto's, one request at a time) for the Spark tests on S3, started once."""
+    server = LocalS3Server().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_warehouse(s3_lake: LocalS3Server) -> tuple[str, dict[str, str]]:
+    """A warehouse in a fresh bucket of the local S3 server, and its storage options."""
+    bucket = f"spark-{next(_buckets)}"
+    s3_lake.create_bucket(bucket)
+    options = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": s3_lake.endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+    return f"s3://{bucket}/wh", options

@@ -13,6 +13,7 @@ from pyspark.sql.types import LongType
 
 from topiclake.jobs.jars import jar_paths
 from topiclake.jobs.session import WAREHOUSE_CONF, spark_conf
+from topiclake.sparkenv.jars import s3a_jar_paths
 
 
 def test_delta_write_read_optimize(spark: SparkSession, warehouse: str) -> None:
@@ -51,7 +52,7 @@ def test_runs_offline_from_jar_cache(spark: SparkSession) -> None:
     assert conf.get("spark.jars.packages") is None
     jars = conf.get("spark.jars")
     assert jars is not None
-    assert jars.split(",") == jar_paths()
+    assert jars.split(",") == jar_paths() + s3a_jar_paths()  # Delta's, then S3A's (when resolved)
     assert conf.get("spark.sql.extensions") == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf.get("spark.sql.catalog.spark_catalog") == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"

@@ -19,18 +19,12 @@ from topiclake.errors import StorageError
 from topiclake.platform.log.file_index import DataFile, FileIndex, build_index
 from topiclake.platform.log.topic_log import partition_app_id
 from topiclake.platform.storage import Storage
+from topiclake.sparkenv.s3a import spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 logger = logging.getLogger(__name__)
-
-
-def spark_path(uri: str) -> str:
-    """A table URI as Spark's Hadoop file systems name it (``s3://`` is ``s3a://`` there)."""
-    if uri.startswith("s3://"):
-        return "s3a://" + uri[len("s3://") :]
-    return uri
 
 
 def sql_table(uri: str) -> str:

@@ -8,9 +8,11 @@ Every job module (``compact``, ``retention``, ``compact_keys``, ``vacuum``, ``re
 - ``run(spark, config, progress=None) -> JobResult``: the work, callable in-process with any session.
 
 A job never changes a topic table but in ONE Delta transaction per commit, with Delta's own conflict
-checks; a commit that loses against a concurrent one (the gateway's appends and compactions, another job)
-is planned again from a fresh snapshot and retried (:func:`retry_conflicts`). Offsets are never written
-and the high-watermark ``txn`` actions are never touched. What the jobs know about topic tables (the file
+checks on a local warehouse and, on an object store, as ONE put-if-absent log entry whose winners are
+checked as the brokers check theirs (:mod:`topiclake.jobs._commit`); a commit that loses against a
+concurrent one (the gateway's appends and compactions, another job) is planned again from a fresh
+snapshot and retried (:func:`retry_conflicts`). Offsets are never written and the high-watermark ``txn``
+actions are never touched. What the jobs know about topic tables (the file
 index, segments, the rewrite) is in :mod:`topiclake.jobs._tables`.
 """
 
@@ -87,6 +89,7 @@ CONFLICT_MARKERS: tuple[str, ...] = (
     "DELTA_CONCURRENT_",
     "DELTA_PROTOCOL_CHANGED",
     "DELTA_METADATA_CHANGED",
+    "TopiclakeRewriteConflict",  # a job's put-if-absent commit on an object store lost (jobs/_commit.py)
 )
 
 #: How often one commit is planned and tried before the job gives up with ``CommitConflict``.

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from topiclake.errors import InvalidRequest
+from topiclake.jobs._commit import read_files, rewrite, uses_put_if_absent
 from topiclake.jobs._tables import (
     commit_metrics,
     load_index,
@@ -33,7 +34,6 @@ from topiclake.jobs._tables import (
     segment_predicate,
     segments_of,
     size_of,
-    spark_path,
     target_file_count,
 )
 from topiclake.jobs.common import (
@@ -52,6 +52,7 @@ from topiclake.jobs.common import (
     topic_lease,
 )
 from topiclake.platform.log.file_index import DataFile, FileIndex
+from topiclake.sparkenv.s3a import spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -166,7 +167,6 @@ def run(spark: SparkSession, config: CompactConfig, progress: Progress | None = 
                 size = sum(f.size_bytes for f in files)
                 segments = {p: list(segs) for p, segs in chosen.items()}
                 uri = storage.topic_uri(topic)
-                frame = spark.read.format("delta").load(spark_path(uri)).where(segment_predicate(segments))
                 tag = new_tag(NAME)
                 logger.info(
                     "topic %s: compacting %d files (%d records) of %d segments into files of %d bytes",
@@ -176,6 +176,23 @@ def run(spark: SparkSession, config: CompactConfig, progress: Progress | None = 
                     sum(len(s) for s in segments.values()),
                     config.target_file_bytes,
                 )
+                pairs = sum(len(s) for s in segments.values())
+                if uses_put_if_absent(storage):  # object store: Spark writes files, the commit is ours
+                    rewrite(
+                        read_files(spark, storage, uri, files),
+                        storage,
+                        topic,
+                        index.version,
+                        files,
+                        data_change=False,
+                        records_per_file=int(config.target_file_bytes / max(size / max(records, 1), 1.0)),
+                        segments=pairs,
+                        operation="OPTIMIZE",
+                        tag=tag,
+                        expect_records=records,
+                    )
+                    return {"segments": pairs, "files": len(files), "commits": 1}
+                frame = spark.read.format("delta").load(spark_path(uri)).where(segment_predicate(segments))
                 rewrite_segments(
                     frame,
                     uri,

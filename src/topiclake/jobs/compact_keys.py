@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from topiclake.jobs._commit import read_files, rewrite, uses_put_if_absent
 from topiclake.jobs._tables import (
     commit_metrics,
     load_index,
@@ -37,7 +38,6 @@ from topiclake.jobs._tables import (
     segment_predicate,
     segments_of,
     size_of,
-    spark_path,
 )
 from topiclake.jobs.common import (
     JobConfig,
@@ -56,6 +56,7 @@ from topiclake.jobs.compact import DEFAULT_TARGET_FILE_BYTES
 from topiclake.platform.catalog.topic_config import TopicConfig
 from topiclake.platform.log.file_index import FileIndex
 from topiclake.platform.storage import Storage
+from topiclake.sparkenv.s3a import spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -181,7 +182,12 @@ def _compact_topic(
     uri = storage.topic_uri(topic)
     horizon = now_ms - topic_config.delete_retention_ms
 
+    window = [f for p, segs in ranges.items() for f in index.files(p) if f.segment in set(segs)]
+    put_if_absent = uses_put_if_absent(storage)
+
     def table() -> DataFrame:
+        if put_if_absent:  # exactly the files planned on: the commit removes these (jobs/_commit.py)
+            return read_files(spark, storage, uri, window)
         return spark.read.format("delta").load(spark_path(uri)).where(segment_predicate(ranges))
 
     with_latest, keep = keep_condition(table(), horizon)
@@ -208,6 +214,25 @@ def _compact_topic(
     touched = F.expr(segment_predicate(affected))
     survivors = with_latest.where(keep & touched).drop("_latest")
     tag = new_tag("compact-keys")
+    if put_if_absent:  # object store: Spark writes the survivors, the commit is ours
+        written = rewrite(
+            survivors,
+            storage,
+            topic,
+            index.version,
+            files,
+            data_change=True,
+            records_per_file=int(config.target_file_bytes / max(size / max(records, 1), 1.0)),
+            segments=sum(len(s) for s in affected.values()),
+            operation="WRITE",
+            tag=tag,
+            expect_records=records - planned,
+        )
+        return {
+            "commits": 1,
+            "removed": records - written,
+            "segments": sum(len(s) for s in affected.values()),
+        }
     rewrite_segments(
         survivors,
         uri,

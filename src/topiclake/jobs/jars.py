@@ -11,6 +11,7 @@ from topiclake.sparkenv.jars import (
     jar_paths,
     main,
     resolve,
+    s3a_jar_paths,
 )
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "jar_paths",
     "main",
     "resolve",
+    "s3a_jar_paths",
 ]
 
 

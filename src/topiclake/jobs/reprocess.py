@@ -13,7 +13,8 @@ timestampType, headers``); the transformation (``--transform module:function``, 
 
 - ``--to-table URI``: appended to a Delta table in one commit carrying Delta's idempotent-write
   transaction (``txnAppId=topiclake-reprocess-<job id>``, ``txnVersion=1``): a re-run of the same job id
-  writes nothing (Delta skips it, and the job does not even compute it);
+  writes nothing (Delta skips it, and the job does not even compute it). Spark commits to a local table;
+  to an object store delta-rs does, whose commit is a conditional PUT (through the driver's memory);
 - ``--to-topic NAME``: appended through the ``topiclake`` sink with ``writerId=reprocess/<job id>``,
   which assigns offsets like the gateway and writes each writer id once. The output needs a ``value``
   column; ``key``, ``headers``, ``timestamp`` and ``partition`` (an explicit partition: drop it to
@@ -37,13 +38,13 @@ from typing import TYPE_CHECKING, Any
 from deltalake.exceptions import DeltaError
 
 from topiclake.errors import InvalidRequest, StorageError
+from topiclake.jobs._commit import local_warehouse_uri, write_table_with_delta_rs
 from topiclake.jobs._tables import (
     load_index,
     log_start_offsets,
     new_tag,
     open_table,
     size_of,
-    spark_path,
 )
 from topiclake.jobs.common import (
     JobConfig,
@@ -63,6 +64,7 @@ from topiclake.platform.log.topic_log import partition_app_id
 from topiclake.platform.log.topic_writer import writer_app_id
 from topiclake.platform.storage import Storage
 from topiclake.schemas import KAFKA_COLUMNS
+from topiclake.sparkenv.s3a import configure, spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -290,6 +292,7 @@ def run(spark: SparkSession, config: ReprocessConfig, progress: Progress | None 
     progress = progress or LogProgress()
     storage = config.storage()
     config.check()
+    configure(spark, storage.root, storage.storage_options)  # Spark's Delta reader over s3a://
     transform = load_transform(config.transform)
     target = f"topic {config.to_topic}" if config.to_topic else f"table {config.to_table}"
     out = TopicResult(",".join(config.topics))
@@ -343,6 +346,9 @@ def run(spark: SparkSession, config: ReprocessConfig, progress: Progress | None 
             for key, value in config.storage_options.items():
                 writer_frame = writer_frame.option(f"storage.{key}", value)
             writer_frame.mode("append").save()
+        elif not local_warehouse_uri(target_uri):
+            # Spark's Delta commit on an object store is not conditional: delta-rs's is (jobs/_commit.py)
+            write_table_with_delta_rs(frame, storage, target_uri, writer, tag)
         else:
             (
                 frame.write.format("delta")
@@ -378,7 +384,7 @@ def _records_written(
         if config.to_topic is not None and commit.get("topiclake.writer") == writer:
             return int(metrics.get("num_added_rows", 0))
         if config.to_table is not None and commit.get("userMetadata") == tag:
-            return int(metrics.get("numOutputRows", 0))
+            return int(metrics.get("numOutputRows", metrics.get("num_added_rows", 0)))
     return None
 
 

@@ -29,8 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from topiclake.jobs._commit import commit, uses_put_if_absent
 from topiclake.jobs._tables import (
     load_index,
+    new_tag,
     segment_predicate,
     segments_of,
     size_of,
@@ -206,6 +208,24 @@ def run(spark: SparkSession, config: RetentionConfig, progress: Progress | None 
                         e.by_time,
                         e.by_size,
                     )
+                if uses_put_if_absent(storage):  # object store: the removes in one put-if-absent entry
+                    gone = [
+                        f for e in expired for f in index.files(e.partition) if f.segment in set(e.segments)
+                    ]
+                    records = sum(f.num_records for f in gone)
+                    metrics = {"numRemovedFiles": len(gone), "numDeletedRows": records}
+                    commit(
+                        storage,
+                        topic,
+                        index.version,
+                        gone,
+                        [],
+                        operation="DELETE",
+                        data_change=True,
+                        metrics=metrics,
+                        tag=new_tag(NAME),
+                    )
+                    return expired, records
                 rows = spark.sql(f"DELETE FROM {sql_table(uri)} WHERE {predicate}").collect()
                 affected = rows[0][0] if rows and rows[0][0] is not None and rows[0][0] >= 0 else None
                 return expired, int(affected) if affected is not None else sum(e.records for e in expired)

@@ -7,7 +7,8 @@
   (``spark.pyspark.python``), so deltalake, pyarrow and pandas come from the archive, never from the
   driver's venv;
 - code: the ``topiclake`` package as a zip in ``--py-files`` (rebuilt per submission, a few hundred kB);
-- Delta's jars from the local cache (:func:`topiclake.sparkenv.jars.jar_paths`) as ``--jars``;
+- Delta's and S3A's jars from the local cache (:func:`topiclake.sparkenv.jars.jar_paths`,
+  ``s3a_jar_paths``) as ``--jars``;
 - the application file is a tiny generated launcher that imports ``MODULE`` and calls ``FUNCTION(args)``.
 
 spark-submit runs in a scratch directory holding ``environment`` (a link to the unpacked environment)
@@ -177,7 +178,7 @@ def submit(
         The finished spark-submit process; its return code is the job's exit code.
     """
     from topiclake.jobs.cluster import spark_home
-    from topiclake.sparkenv.jars import jar_paths
+    from topiclake.sparkenv.jars import jar_paths, s3a_jar_paths
 
     target = resolve_target(job)
     packed = env or build_env()
@@ -192,7 +193,7 @@ def submit(
             env=packed,
             code=code,
             launcher=launcher,
-            jars=jar_paths(),
+            jars=jar_paths() + s3a_jar_paths(),
             py_files=[str(Path(f).resolve()) for f in py_files],
             conf=conf,
             driver_host=driver_host,

@@ -5,7 +5,8 @@ retention and key compaction removed from the table more than ``--retention-hour
 checkpoint is written and log entries older than the checkpoint and than the table's
 ``delta.logRetentionDuration`` are deleted (delta-rs ``cleanup_metadata``, as the gateway's maintenance does),
 unless another reader holds a log lease on the topic. VACUUM changes no data and commits only
-``VACUUM START``/``VACUUM END`` entries, which the gateway's appends commit beside.
+``VACUUM START``/``VACUUM END`` entries, which the gateway's appends commit beside. On an object store
+delta-rs vacuums instead (its commits are put-if-absent, Spark's are not: :mod:`topiclake.jobs._commit`).
 
 The window must outlast every writer's commit and every reader of an older version. VACUUM deletes any
 file that its snapshot does not reference and that is older than the window, so with a window of zero it
@@ -33,6 +34,7 @@ import pyarrow.fs as pafs
 from deltalake.exceptions import DeltaError
 
 from topiclake.errors import InvalidRequest
+from topiclake.jobs._commit import uses_put_if_absent
 from topiclake.jobs._tables import (
     load_index,
     open_table,
@@ -142,12 +144,20 @@ def check_window(spark: SparkSession, retention_hours: int) -> None:
 
 
 def vacuum_table(spark: SparkSession, storage: Storage, uri: str, retention_hours: int) -> int:
-    """``VACUUM`` one table with Spark; returns how many files it deleted (-1 if unknown).
+    """``VACUUM`` one table with Spark (on an object store with delta-rs, whose commits are conditional);
+    returns how many files it deleted (-1 if unknown).
 
     Raises:
         InvalidRequest: The window is unsafe (:func:`check_window`).
     """
     check_window(spark, retention_hours)
+    if uses_put_if_absent(storage):
+        # Spark's VACUUM commits VACUUM START/END without a conditional PUT on S3; delta-rs's commits
+        # with one. Full: also files a job or broker wrote but never committed, by modification time.
+        deleted = open_table(storage, uri).vacuum(
+            retention_hours=int(retention_hours), dry_run=False, enforce_retention_duration=False, full=True
+        )
+        return len(deleted)
     before = open_table(storage, uri).version()
     check = spark.conf.get(_RETENTION_CHECK, None)
     lowered = retention_hours < _DELTA_DEFAULT_HOURS

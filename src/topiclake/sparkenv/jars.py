@@ -7,6 +7,12 @@ artifact and its runtime dependencies next to it, and keeps only the jars that p
 already (so Spark's own Hadoop, Parquet, Jackson and Scala win). :func:`jar_paths` lists the kept jars for
 ``spark.jars``. Spark's own ``spark-avro`` (same version as pyspark) comes along: the typed topic views of
 the schema registry decode Avro records with its ``from_avro``.
+
+Hadoop's S3A file system (``s3a://``, for Spark's own Delta reader and ``topiclake sql`` on S3) goes to a
+cache of its own (:func:`s3a_cache_dir`): ``hadoop-aws`` of pyspark's Hadoop version with only the AWS SDK
+v2 modules S3A loads (``s3``, ``s3-transfer-manager`` and what they need: auth, regions,
+http-client-spi, apache-client, ...), not the SDK's 686 MB ``bundle``; netty and the jars pyspark ships
+come from pyspark. 14 MB from Maven, ~13 MB kept (docs/spark.md).
 """
 
 from __future__ import annotations
@@ -45,6 +51,42 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 </project>
 """
 
+#: hadoop-aws without the SDK bundle, plus the SDK v2 modules S3A uses (their versions: Hadoop's pom,
+#: ``aws-java-sdk-v2.version``); netty is excluded (pyspark ships it).
+_S3A_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.topiclake</groupId>
+  <artifactId>s3a-jars</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.hadoop</groupId>
+      <artifactId>hadoop-aws</artifactId>
+      <version>{hadoop}</version>
+      <exclusions>
+        <exclusion><groupId>software.amazon.awssdk</groupId><artifactId>bundle</artifactId></exclusion>
+        <exclusion><groupId>org.wildfly.openssl</groupId><artifactId>wildfly-openssl</artifactId></exclusion>
+      </exclusions>
+    </dependency>
+    <dependency>
+      <groupId>software.amazon.awssdk</groupId>
+      <artifactId>s3</artifactId>
+      <version>{sdk}</version>
+      <exclusions><exclusion><groupId>io.netty</groupId><artifactId>*</artifactId></exclusion></exclusions>
+    </dependency>
+    <dependency>
+      <groupId>software.amazon.awssdk</groupId>
+      <artifactId>s3-transfer-manager</artifactId>
+      <version>{sdk}</version>
+      <exclusions><exclusion><groupId>io.netty</groupId><artifactId>*</artifactId></exclusion></exclusions>
+    </dependency>
+  </dependencies>
+</project>
+"""
+#: The AWS SDK v2 version hadoop-aws 3.5.0 was built against (its pom's ``aws-java-sdk-v2.version``).
+S3A_SDK_VERSION = "2.35.4"
+
 _VERSION_SUFFIX = re.compile(r"-\d[^-]*(-\d+)?\.jar$")
 
 
@@ -71,6 +113,26 @@ def _pyspark_jar_names() -> set[str]:
     return {_VERSION_SUFFIX.sub("", p.name) for p in jars_dir.glob("*.jar")}
 
 
+def hadoop_version() -> str:
+    """The Hadoop version pyspark ships (from its ``hadoop-client-api`` jar)."""
+    import pyspark
+
+    for jar in (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"):
+        return jar.name[len("hadoop-client-api-") : -len(".jar")]
+    raise FileNotFoundError("pyspark ships no hadoop-client-api jar")
+
+
+def s3a_cache_dir() -> Path:
+    """The S3A jar cache: ``~/.cache/topiclake/jars/s3a-<hadoop version>`` (beside the Delta cache)."""
+    return cache_dir().parent / f"s3a-{hadoop_version()}"
+
+
+def s3a_jar_paths() -> list[str]:
+    """The cached S3A jars (``hadoop-aws`` and the SDK modules), or [] when they were never resolved."""
+    jars = sorted(str(p) for p in s3a_cache_dir().glob("*.jar"))
+    return jars if any(Path(j).name.startswith("hadoop-aws-") for j in jars) else []
+
+
 def jar_paths() -> list[str]:
     """Return the cached Delta jars, raising with a clear instruction if they were never resolved."""
     directory = cache_dir()
@@ -92,15 +154,37 @@ def resolve(force: bool = False) -> list[str]:
             return jar_paths()
         except FileNotFoundError:
             pass
+    artifact, delta_version = delta_artifact()
+    logger.info("resolving io.delta:%s:%s with Maven", artifact, delta_version)
+    pom = _POM.format(artifact=artifact, version=delta_version, spark_version=version("pyspark"))
+    # keep what Spark lacks; RoaringBitmap's "shims" goes with the RoaringBitmap Spark ships
+    _copy_dependencies(pom, directory, skip=_pyspark_jar_names() | {"shims"})
+    return jar_paths()
+
+
+def resolve_s3a(force: bool = False) -> list[str]:
+    """Fetch the S3A jars with Maven into :func:`s3a_cache_dir` unless they are there already."""
+    directory = s3a_cache_dir()
+    if not force and s3a_jar_paths():
+        return s3a_jar_paths()
+    logger.info(
+        "resolving org.apache.hadoop:hadoop-aws:%s and AWS SDK %s modules", hadoop_version(), S3A_SDK_VERSION
+    )
+    pom = _S3A_POM.format(hadoop=hadoop_version(), sdk=S3A_SDK_VERSION)
+    # what pyspark or the Delta cache already has (commons-logging, slf4j, httpclient...) is not kept twice
+    delta = {_VERSION_SUFFIX.sub("", Path(j).name) for j in jar_paths()}
+    _copy_dependencies(pom, directory, skip=_pyspark_jar_names() | delta)
+    return s3a_jar_paths()
+
+
+def _copy_dependencies(pom_text: str, directory: Path, skip: set[str]) -> None:
+    """Let Maven copy a pom's runtime dependencies; keep in ``directory`` those not named in ``skip``."""
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise RuntimeError("Maven (mvn) is needed once to fetch Delta's Spark jars: apt-get install maven")
-    artifact, delta_version = delta_artifact()
+        raise RuntimeError("Maven (mvn) is needed once to fetch Spark's jars: apt-get install maven")
     with tempfile.TemporaryDirectory() as tmp:
         pom = Path(tmp) / "pom.xml"
-        pom.write_text(
-            _POM.format(artifact=artifact, version=delta_version, spark_version=version("pyspark"))
-        )
+        pom.write_text(pom_text)
         out = Path(tmp) / "jars"
         cmd = [
             mvn,
@@ -112,26 +196,24 @@ def resolve(force: bool = False) -> list[str]:
             f"-DoutputDirectory={out}",
             "-DincludeScope=runtime",
         ]
-        logger.info("resolving io.delta:%s:%s with Maven", artifact, delta_version)
         subprocess.run(cmd, check=True)
-        shipped = _pyspark_jar_names()
         directory.mkdir(parents=True, exist_ok=True)
         for jar in out.glob("*.jar"):
-            name = _VERSION_SUFFIX.sub("", jar.name)
-            # keep what Spark lacks; RoaringBitmap's "shims" goes with the RoaringBitmap Spark ships
-            if name not in shipped and name != "shims":
+            if _VERSION_SUFFIX.sub("", jar.name) not in skip:
                 shutil.copy2(jar, directory / jar.name)
-    return jar_paths()
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m topiclake.sparkenv.jars resolve|list`` (or ``topiclake.jobs.jars``)."""
     parser = argparse.ArgumentParser(prog="python -m topiclake.sparkenv.jars", description=__doc__)
-    parser.add_argument("command", choices=["resolve", "list"])
+    parser.add_argument("command", choices=["resolve", "list"], help="resolve: Delta's and S3A's jars")
     parser.add_argument("--force", action="store_true", help="fetch again even if cached")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    jars = resolve(force=args.force) if args.command == "resolve" else jar_paths()
+    if args.command == "resolve":
+        jars = resolve(force=args.force) + resolve_s3a(force=args.force)
+    else:
+        jars = jar_paths() + s3a_jar_paths()
     for jar in jars:
         print(jar)
     return 0

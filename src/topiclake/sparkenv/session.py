@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from topiclake.errors import InvalidRequest, StorageError
-from topiclake.sparkenv.jars import jar_paths
+from topiclake.sparkenv.jars import jar_paths, s3a_jar_paths
+from topiclake.sparkenv.s3a import configure as configure_s3a
+from topiclake.sparkenv.s3a import s3a_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -197,8 +199,8 @@ def spark_conf(
     settings: dict[str, str] = {
         "spark.master": resolved_master,
         "spark.app.name": app_name,
-        # Delta from the jar cache: offline, no Ivy resolution at startup.
-        "spark.jars": ",".join(jar_paths()),
+        # Delta (and S3A, when resolved) from the jar cache: offline, no Ivy resolution at startup.
+        "spark.jars": ",".join(jar_paths() + s3a_jar_paths()),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # Without these, Python UDFs and Python data sources fail with
@@ -224,6 +226,8 @@ def spark_conf(
         settings["spark.sql.execution.pythonUDF.arrow.enabled"] = "false"
     if warehouse is not None:
         settings[WAREHOUSE_CONF] = warehouse
+        # an s3:// or s3a:// warehouse: S3A reaches its bucket with the AWS_* environment's endpoint and keys
+        settings.update({f"spark.hadoop.{k}": v for k, v in s3a_settings(warehouse).items()})
     if catalog:
         if warehouse is None:
             raise InvalidRequest("a persistent catalog needs a warehouse")
@@ -309,6 +313,8 @@ def get_spark(
             "a Spark session without the persistent catalog was already running: its in-memory "
             "catalog is used (stop it before asking for catalog=True)"
         )
+    if warehouse is not None:  # a running session got no spark.hadoop.* settings from the builder
+        configure_s3a(spark, warehouse)
     _register_topiclake(spark)
     logger.info("spark session %s on %s", app_name, settings["spark.master"])
     return spark
