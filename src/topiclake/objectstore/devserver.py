@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import io
 import signal
 import subprocess
 import sys
@@ -32,6 +33,15 @@ def _serialised(app: Callable[..., Any]) -> Callable[..., Any]:
     lock = threading.Lock()
 
     def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        # The body is read before the lock is taken: a client that stalls mid-body (or dies) must not
+        # hold every other request behind it (seen: the server stuck for minutes under Spark executors'
+        # uploads). What runs under the lock is moto's check and write, as before.
+        from werkzeug.wsgi import get_input_stream
+
+        body = get_input_stream(environ).read()
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["wsgi.input_terminated"] = True
+        environ["CONTENT_LENGTH"] = str(len(body))
         with lock:
             return list(app(environ, start_response))
 
