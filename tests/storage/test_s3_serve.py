@@ -111,7 +111,9 @@ def test_idle_broker_on_s3_sends_almost_no_requests(s3: S3Warehouse) -> None:
         if time.monotonic() - ready > 35:  # the window would meet the once-a-minute looks
             pytest.skip("setup too slow to leave a window before the broker's once-a-minute looks")
         s3.proxy.record(True)
-        time.sleep(20)  # two rounds of the 10 s pollers and of the console's sampler
+        for _ in range(2):  # two rounds of the 10 s pollers and of the console's sampler
+            assert "topiclake_partition_end_offset" in httpx.get(f"{base}/metrics").text  # from memory
+            time.sleep(10)
         logged = s3.proxy.requests()
         s3.proxy.record(False)
     cluster = [r for r in logged if any(p in unquote(r[3]) for p in _CLUSTER)]
