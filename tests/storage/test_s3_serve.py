@@ -12,8 +12,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -92,3 +94,37 @@ def test_gateway_counts_object_store_requests_on_metrics(s3: S3Warehouse) -> Non
             if line.startswith('topiclake_object_store_requests_total{op="PUT"}')
         ]
         assert puts and float(puts[0].split()[-1]) >= 2  # the data file and the log entry, at least
+
+
+#: Paths of cluster membership and the controller (heartbeats, the state table, the catalog): measured
+#: and bounded by the cluster's own tests, not here.
+_CLUSTER = ("_system/brokers", "_system/partition_state", "_system/topics")
+
+
+def test_idle_broker_on_s3_sends_almost_no_requests(s3: S3Warehouse) -> None:
+    """Issue 28: an idle topic costs <= 1 request per 10 s per broker once maintenance settled (cluster
+    membership aside): the broker polls only for what other processes change, and seldom (the quota and
+    offsets tables, the topics' history once a minute on object storage, not every 10 s)."""
+    with _gateway(s3) as base:
+        ready = time.monotonic()
+        for topic in ("idle-a", "idle-b"):
+            _cli(base, "topics", "create", topic, "--partitions", "2")
+            _cli(base, "produce", topic, stdin="".join(f"v{i}\n" for i in range(5)))
+        out = _cli(base, "consume", "idle-a", "--group", "g", "--from-beginning", "--max-messages", "5")
+        assert len(out.split()) == 5
+        time.sleep(10)  # maintenance's round after the last commits (due 5 s after them)
+        if time.monotonic() - ready > 35:  # the window would meet the once-a-minute looks
+            pytest.skip("setup too slow to leave a window before the broker's once-a-minute looks")
+        s3.proxy.record(True)
+        for _ in range(2):  # two rounds of the 10 s pollers and of the console's sampler
+            assert "topiclake_partition_end_offset" in httpx.get(f"{base}/metrics").text  # from memory
+            time.sleep(10)
+        logged = s3.proxy.requests()
+        s3.proxy.record(False)
+    cluster = [r for r in logged if any(p in unquote(r[3]) for p in _CLUSTER)]
+    assert cluster, "the proxy logged none of the cluster's heartbeats: it did not record"
+    other = [
+        f"{t:.1f} {op} {unquote(path)}" for t, op, _m, path in logged if (t, op, _m, path) not in cluster
+    ]
+    # 2 idle topics x 20 s; before: 6 (the quota table's LIST, the offsets table's LIST + GET every 10 s)
+    assert len(other) <= 4, "\n".join(other)

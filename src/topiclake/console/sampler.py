@@ -3,7 +3,8 @@
 Every ``interval_s`` a thread reads the broker's own Prometheus counters (:mod:`topiclake.api.metrics`):
 records produced and fetched per topic, turned into rates; the total lag of every consumer group and the
 lag of each of its partitions; and the jobs (compaction, retention, VACUUM) seen in the topic tables'
-Delta history (once a minute on object storage, where listing each topic's log is a billed request). It
+Delta history (once a minute on object storage, where listing each topic's log is a billed request; the
+groups other processes committed to are looked for as seldom there). It
 keeps the last ``points`` samples of each series (an hour at the default 10 s) and nothing on disk: a
 restarted broker starts its charts empty.
 """
@@ -85,6 +86,9 @@ class Sampler:
         self.jobs = JobsSeen(broker.storage)
         # the history scan lists every topic's log: on object storage each listing is a billed request
         self.jobs_every_s = interval_s if broker.storage.is_local else max(interval_s, OBJECT_STORE_JOBS_S)
+        # groups committed by other processes (Spark, other brokers) need a look at the offsets table's
+        # log; this broker's own commits are in memory: on object storage look as seldom as for jobs
+        self.offsets_max_age_s = 0.0 if broker.storage.is_local else self.jobs_every_s
         self._jobs_scanned: float | None = None
         self._series: dict[str, Series] = {}
         self._last: dict[str, tuple[float, float]] = {}
@@ -123,9 +127,9 @@ class Sampler:
         fetched = _totals(self.fetched)
         self._rates("produce", produced, now)
         self._rates("fetch", fetched, now)
-        for group in self.broker.groups.list_groups():
+        for group in self.broker.groups.list_groups(self.offsets_max_age_s):
             try:
-                rows = self.broker.groups.lag(group.group_id)
+                rows = self.broker.groups.lag(group.group_id, max_age_s=self.offsets_max_age_s)
             except TopiclakeError as exc:
                 logger.debug("console: no lag for group %s: %s", group.group_id, exc)
                 continue

@@ -8,7 +8,9 @@ allows Describe, and an ALLOW of AlterConfigs also allows DescribeConfigs (denie
 is allowed without a matching ACL (``allow.everyone.if.no.acl.found=false``).
 
 Every broker keeps the bindings in memory and polls the table's version (one log listing) every
-``poll_interval_s``: a change made through any broker is seen within that time.
+``poll_interval_s``: a change made through any broker is seen within that time (0.5 s on a local disk,
+:data:`OBJECT_STORE_POLL_S` on object storage, where each listing is a billed request; the broker that
+made a change applies it at once).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from topiclake.security.principal import Principal
 
 logger = logging.getLogger(__name__)
 
+#: How often a broker looks for ACL changes made elsewhere, seconds: on a local disk, and on object storage
+#: (a billed LIST each time; an idle broker's requests, issue 28).
+LOCAL_POLL_S = 0.5
+OBJECT_STORE_POLL_S = 10.0
+
 _ANY = AclFilter()
 
 #: Operations whose ALLOW also allows another one (Kafka's implied operations).
@@ -52,7 +59,8 @@ class Authorizer:
         storage: The warehouse holding ``_system/acls`` (None: no table, e.g. auth off in a test).
         super_users: Principals allowed everything (``User:admin``), Kafka's ``super.users``.
         enabled: False when authentication is off: :meth:`authorize` always answers True.
-        poll_interval_s: How often the table's version is checked for changes by other brokers.
+        poll_interval_s: How often the table's version is checked for changes by other brokers (default:
+            :data:`LOCAL_POLL_S`, :data:`OBJECT_STORE_POLL_S` on object storage).
     """
 
     def __init__(
@@ -61,10 +69,13 @@ class Authorizer:
         super_users: Iterable[str] = (),
         *,
         enabled: bool = True,
-        poll_interval_s: float = 0.5,
+        poll_interval_s: float | None = None,
     ) -> None:
         self.enabled = enabled
         self.super_users = frozenset(super_users)
+        if poll_interval_s is None:
+            local = storage is None or storage.is_local
+            poll_interval_s = LOCAL_POLL_S if local else OBJECT_STORE_POLL_S
         self.poll_interval_s = poll_interval_s
         self._table = AclTable(storage) if storage is not None else None
         self._lock = threading.Lock()

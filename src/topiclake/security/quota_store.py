@@ -3,8 +3,9 @@ broker's :class:`~topiclake.security.quotas.Quotas`.
 
 Like the ACLs, a background thread checks the table's version every ``poll_interval_s`` (one log listing,
 no data read unless it moved), so a change made through any broker or by the CLI applies on every broker
-within about a second (ten on object storage, where each listing is a billed request); the broker that
-made a change applies it at once.
+within about a second (a minute on object storage, where each listing is a billed request and only other
+processes' changes need it: an idle broker's requests, issue 28); the broker that made a change applies it
+at once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from topiclake.security.quotas import QuotaKind, Quotas
 logger = logging.getLogger(__name__)
 
 #: How often a broker on object storage looks for quota changes made elsewhere, seconds (1 s locally).
-OBJECT_STORE_POLL_S = 10.0
+OBJECT_STORE_POLL_S = 60.0
 
 
 class QuotaStore:
@@ -35,7 +36,7 @@ class QuotaStore:
     def __init__(self, storage: Storage, quotas: Quotas, poll_interval_s: float | None = None) -> None:
         self.table = QuotaTable(storage)
         self.quotas = quotas
-        if poll_interval_s is None:  # a listing is billed on object storage: there a change takes ~10 s
+        if poll_interval_s is None:  # a listing is billed on object storage: there a change takes <= 1 min
             poll_interval_s = 1.0 if storage.is_local else OBJECT_STORE_POLL_S
         self.poll_interval_s = poll_interval_s
         self._version = -1

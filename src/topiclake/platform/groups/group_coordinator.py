@@ -170,13 +170,16 @@ class GroupCoordinator(GroupMembership):
                 future = self.store.submit(group_id, clean, member_id=member_id, generation=generation_id)
         wait(future, self._commit_timeout_s, group_id)
 
-    def committed(self, group_id: str, topic: str | None = None) -> dict[TopicPartition, CommittedOffset]:
-        """The committed offsets of a group (of one topic if given).
+    def committed(
+        self, group_id: str, topic: str | None = None, max_age_s: float = 0.0
+    ) -> dict[TopicPartition, CommittedOffset]:
+        """The committed offsets of a group (of one topic if given); ``max_age_s``: other processes'
+        commits may be seen that late (:meth:`OffsetsStore.refresh`).
 
         Raises:
             GroupNotFound: No members and no committed offsets.
         """
-        self.store.refresh()  # offsets committed by other processes too (Spark's source with groupId)
+        self.store.refresh(max_age_s)  # offsets committed by other processes too (Spark's groupId)
         with self._lock:
             if group_id not in self._groups and group_id not in self.store.groups():
                 raise GroupNotFound(f"group {group_id!r} does not exist", group=group_id)
@@ -185,9 +188,10 @@ class GroupCoordinator(GroupMembership):
 
     # ------------------------------------------------------------------ admin
 
-    def list_groups(self) -> list[GroupListing]:
-        """Every group with members or committed offsets, by id."""
-        self.store.refresh()
+    def list_groups(self, max_age_s: float = 0.0) -> list[GroupListing]:
+        """Every group with members or committed offsets, by id; ``max_age_s``: other processes' offset
+        commits may be seen that late (:meth:`OffsetsStore.refresh`)."""
+        self.store.refresh(max_age_s)
         now = time.monotonic()
         with self._lock:
             for group in self._groups.values():
@@ -235,12 +239,13 @@ class GroupCoordinator(GroupMembership):
                 group_id, group.state(), group.generation, group.assignor, group.leader, members
             )
 
-    def lag(self, group_id: str, topic: str | None = None) -> list[PartitionLag]:
-        """Lag per partition the group committed for or is assigned (see :class:`PartitionLag`)."""
+    def lag(self, group_id: str, topic: str | None = None, max_age_s: float = 0.0) -> list[PartitionLag]:
+        """Lag per partition the group committed for or is assigned (see :class:`PartitionLag`);
+        ``max_age_s`` as for :meth:`committed`."""
         with self._lock:
             group = self._groups.get(group_id)
             owners = {tp: m for m, tps in group.assignment.items() for tp in tps} if group else {}
-        committed = self.committed(group_id, topic)
+        committed = self.committed(group_id, topic, max_age_s)
         return _group_admin.lag(self.broker, committed, owners, topic)
 
     def resolve_position(self, group_id: str, topic: str, partition: int, reset: OffsetReset) -> int:

@@ -81,6 +81,7 @@ class OffsetsStore(OffsetsTable):
         self.compactions = 0
         self._dt = self._open_or_create()
         self._load()
+        self._refreshed = time.monotonic()
         self._flusher = threading.Thread(target=self._run, name="flush-consumer-offsets", daemon=True)
         self._flusher.start()
 
@@ -104,13 +105,19 @@ class OffsetsStore(OffsetsTable):
         with self._lock:
             return {g for g, _, _ in self._latest}
 
-    def refresh(self) -> bool:
+    def refresh(self, max_age_s: float = 0.0) -> bool:
         """See commits that another process (a Spark query's ``groupId``, another broker) made since.
 
-        Cheap when nothing changed (one look at the Delta log). Best effort: on a storage error the
-        in-memory state stays as it was. Returns whether the table had moved and was re-read.
+        Cheap when nothing changed (one look at the Delta log: a LIST and a GET on object storage).
+        ``max_age_s`` > 0 skips the look if the last one is younger than that: for periodic readers (the
+        console's sampler) that can see other processes' commits late; this broker's own commits are in
+        memory at once either way. Best effort: on a storage error the in-memory state stays as it was.
+        Returns whether the table had moved and was re-read.
         """
+        if max_age_s > 0 and time.monotonic() - self._refreshed < max_age_s:
+            return False
         with self._write_lock:  # never between our own append and its in-memory update
+            self._refreshed = time.monotonic()
             before = self._dt.version()
             try:
                 try:
