@@ -11,7 +11,7 @@ AZURITE_STAMP := $(AZURITE)/node_modules/.installed-stamp
 PYTEST_ARGS ?=
 PYTEST_XDIST ?= -n auto --dist loadgroup
 
-.PHONY: install browser run test lint format bench bench-smoke bench-sustained bench-report clean tools-wrk bench-cluster tools-azurite
+.PHONY: install browser run test lint format bench bench-smoke bench-sustained bench-report clean tools-wrk bench-cluster tools-azurite npm
 
 install: $(STAMP) $(JARS_STAMP) $(CONSOLE_STAMP) $(AZURITE_STAMP)
 
@@ -28,19 +28,24 @@ $(JARS_STAMP): $(STAMP)
 
 # The web console's browser libraries (htmx, uPlot), pinned by package-lock.json, into a node_modules/ that is
 # not committed; the broker serves them at /ui/vendor/. Without npm the console says what is missing.
-$(CONSOLE_STAMP): $(STAMP) $(CONSOLE_VENDOR)/package.json $(CONSOLE_VENDOR)/package-lock.json
+$(CONSOLE_STAMP): $(STAMP) $(CONSOLE_VENDOR)/package.json $(CONSOLE_VENDOR)/package-lock.json | npm
 	@if command -v npm >/dev/null; then npm ci --prefix $(CONSOLE_VENDOR) --no-audit --no-fund --ignore-scripts; \
 	else echo "npm not found: the console at /ui will run without charts and live updates"; fi
 	touch $@
 
 # Azurite, Microsoft's Azure Storage emulator (issue 29 item 4), pinned by tools/azurite/package-lock.json, into a
 # node_modules/ that is not committed; tests/storage runs the Azure warehouse tests against it (skipped without npm).
-$(AZURITE_STAMP): $(AZURITE)/package.json $(AZURITE)/package-lock.json
+$(AZURITE_STAMP): $(AZURITE)/package.json $(AZURITE)/package-lock.json | npm
 	@if command -v npm >/dev/null; then npm ci --prefix $(AZURITE) --no-audit --no-fund --ignore-scripts; \
 	else echo "npm not found: the Azure (Azurite) storage tests will be skipped"; mkdir -p $(AZURITE)/node_modules; fi
 	touch $@
 
 tools-azurite: $(AZURITE_STAMP)
+
+# npm for the two targets above: Debian's nodejs and npm when the machine has none.
+npm:
+	@command -v npm >/dev/null || { apt-get update -q && apt-get install -y -q nodejs npm; } || \
+	  echo "could not install npm (apt-get): the console runs without charts, the Azure tests are skipped"
 
 # Headless Chromium and its driver (Debian's packages) for the console's browser tests (tests/console).
 browser:
