@@ -57,6 +57,7 @@ _BY_CLASS: list[tuple[type[tl.TopiclakeError], int]] = [
     (tl.InvalidConfig, INVALID_CONFIG),
     (tl.InvalidPartitions, INVALID_PARTITIONS),
     (tl.InvalidRecord, INVALID_RECORD),
+    (tl.InvalidReplicationFactor, INVALID_REPLICATION_FACTOR),
     (tl.InvalidRequest, INVALID_REQUEST),
     (tl.TopicNotFound, UNKNOWN_TOPIC_OR_PARTITION),
     (tl.PartitionNotFound, UNKNOWN_TOPIC_OR_PARTITION),
