@@ -44,6 +44,8 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; v1: the client names its member id, topic regex)
+    69: (0, 1),  # ConsumerGroupDescribe
 }
 
 

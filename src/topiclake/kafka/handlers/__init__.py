@@ -14,7 +14,7 @@ from topiclake.kafka import errors as kerr
 from topiclake.kafka import sasl
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import Context
-from topiclake.kafka.handlers import acls, admin, cluster, fetch, groups, produce, quotas
+from topiclake.kafka.handlers import acls, admin, cluster, consumer_groups, fetch, groups, produce, quotas
 from topiclake.kafka.versions import SUPPORTED
 
 Handler = Callable[[Context, Request], Awaitable[dict[str, Any] | None]]
@@ -50,6 +50,8 @@ HANDLERS: dict[int, Handler] = {
     47: groups.offset_delete,
     48: quotas.describe_client_quotas,
     49: quotas.alter_client_quotas,
+    68: consumer_groups.consumer_group_heartbeat,
+    69: consumer_groups.consumer_group_describe,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "ApiVersions must advertise exactly the implemented keys"
