@@ -303,18 +303,20 @@ class Member:
     """A confluent-kafka group member on its own thread: consumes, commits synchronously after each
     batch, and remembers what it consumed and whether that batch's commit succeeded."""
 
-    def __init__(self, name: str, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, name: str, bootstrap: str, group: str, topic: str, protocol: str = "classic") -> None:
         self.name = name
-        self.config = {
+        self.config: dict[str, object] = {
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "client.id": name,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
             "reconnect.backoff.max.ms": 500,
         }
+        if protocol == "classic":
+            self.config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        else:  # KIP-848: the broker sets both (FAST_ENV: 500 ms, 6 s)
+            self.config["group.protocol"] = "consumer"
         self.topic = topic
         self.consumed: list[tuple[int, int, bytes, float]] = []  # partition, offset, value, when
         self.uncommitted: set[bytes] = set()  # values whose batch's commit failed
@@ -392,25 +394,30 @@ def produce_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
     assert producer.flush(60) == 0 and not failed, failed[:3]
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
-    cluster: list[KafkaBroker],
+    cluster: list[KafkaBroker], protocol: str
 ) -> None:
     """Two confluent-kafka members bootstrapped from broker 1; the group's coordinator (broker 2, which
     also leads partitions) is killed -9: FindCoordinator names a live broker, committed offsets are kept,
-    consumption resumes after the last commit, and records produced after the kill are consumed."""
+    consumption resumes after the last commit, and records produced after the kill are consumed. Both
+    group protocols: classic, and KIP-848's (members fenced by the new coordinator rejoin with epoch 0)."""
     from topiclake.platform.cluster.assignment import coordinator_for
 
-    topic = "cg"
+    topic = "cg" if protocol == "classic" else "cg848"
     entry = cluster[0]
     victim = cluster[1]
-    group = next(f"g{i}" for i in range(1000) if coordinator_for(f"g{i}", [1, 2, 3]) == victim.broker_id)
+    prefix = protocol[:2]
+    group = next(
+        f"{prefix}{i}" for i in range(1000) if coordinator_for(f"{prefix}{i}", [1, 2, 3]) == victim.broker_id
+    )
     create_topic(entry.bootstrap, topic)
     first = [f"a{i:05d}".encode() for i in range(600)]
     second = [f"b{i:05d}".encode() for i in range(600)]
     produce_all(entry.bootstrap, topic, first)
     assert victim.broker_id in set(leaders(entry, topic).values())
 
-    members = [Member(f"m{i}", entry.bootstrap, group, topic) for i in (1, 2)]
+    members = [Member(f"m{i}", entry.bootstrap, group, topic, protocol) for i in (1, 2)]
     for m in members:
         m.thread.start()
     try:
@@ -463,8 +470,9 @@ def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
     assert [tp.offset for tp in committed] == ends and sum(ends) == len(first) + len(second)
     errors = [e for m in members for e in m.commit_errors]
     print(
-        f"\nconsumer group: consumed {len(everything)} ({dup} again), commit errors {len(errors)}, "
-        f"coordinator {victim.broker_id} -> {new_coordinator}, second half produced in {produced_in:.1f} s, "
+        f"\nconsumer group ({protocol}): consumed {len(everything)} ({dup} again), "
+        f"commit errors {len(errors)}, coordinator {victim.broker_id} -> {new_coordinator}, "
+        f"second half produced in {produced_in:.1f} s, "
         f"first record after the kill consumed {resumed:.1f} s after it"
     )
 
