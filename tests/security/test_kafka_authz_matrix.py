@@ -73,6 +73,10 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
     ("IncrementalAlterConfigs", 44, 1, {"resources": [{"resource_type": 2, "resource_name": T, "configs": []}]},
      lambda r: r.responses[0].error_code, TOPIC),
     ("OffsetDelete", 47, 0, {"group_id": G, "topics": [{"name": T, "partitions": _PARTS}]}, lambda r: r.error_code, GROUP),
+    ("ConsumerGroupHeartbeat", 68, 1, {"group_id": "g848", "member_id": "m848", "member_epoch": 0, "rebalance_timeout": 30000,
+                                       "subscribed_topic_names": [T], "topic_partitions": []},
+     lambda r: r.error_code, GROUP),
+    ("ConsumerGroupDescribe", 69, 1, {"group_ids": [G]}, lambda r: r.groups[0].error_code, GROUP),
 ]  # fmt: skip
 
 
