@@ -19,6 +19,8 @@ FAST_ENV = {
     "TOPICLAKE_BROKER__SESSION_TIMEOUT_MS": "2500",
     "TOPICLAKE_BROKER__LEADER_REBALANCE_DELAY_MS": "1000",
     "TOPICLAKE_BROKER__LINGER_MS": "1",
+    "TOPICLAKE_BROKER__CONSUMER_GROUP_SESSION_TIMEOUT_MS": "6000",
+    "TOPICLAKE_BROKER__CONSUMER_GROUP_HEARTBEAT_INTERVAL_MS": "500",
 }
 
 
@@ -39,8 +41,11 @@ class KafkaBroker:
         return f"127.0.0.1:{self.kafka_port}"
 
 
-def start_kafka_brokers(warehouse: Path, logs: Path, count: int) -> list[KafkaBroker]:
+def start_kafka_brokers(
+    warehouse: Path, logs: Path, count: int, racks: list[str] | None = None
+) -> list[KafkaBroker]:
     """Start ``count`` brokers (ids 1..count) at once; return when each answers and all see each other.
+    ``racks``: broker i's ``--rack`` is ``racks[i - 1]``.
 
     The caller stops them (``b.proc.stop()``), also when this raises: every started process is in the list
     handed to ``started`` before waiting.
@@ -49,7 +54,7 @@ def start_kafka_brokers(warehouse: Path, logs: Path, count: int) -> list[KafkaBr
     brokers = []
     for i in range(1, count + 1):
         http, kafka = ports[2 * i - 2], ports[2 * i - 1]
-        extra = ["--kafka-port", str(kafka)]
+        extra = ["--kafka-port", str(kafka)] + (["--rack", racks[i - 1]] if racks else [])
         proc = BrokerProcess(warehouse, i, logs / f"broker-{i}.log", port=http, extra=extra)
         brokers.append(KafkaBroker(proc, kafka))
     errors: list[BaseException] = []

@@ -223,6 +223,63 @@ def prepare(cluster: list[KafkaBroker], topic: str) -> tuple[KafkaBroker, set[in
     return entry, moved
 
 
+# ------------------------------------------------------------- the replication factor over CreateTopics
+# First in the module, on the settled cluster: right after a killed broker returns, the controller has
+# been seen to place a new RF-2 topic on one broker only (docs/cluster.md, "Replica placement and racks").
+
+
+def _replicas(bootstrap: str, topic: str) -> list[list[int]]:
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    return [list(p.replicas) for _i, p in sorted(md.topics[topic].partitions.items())]
+
+
+def test_confluent_admin_gets_the_replication_factor_it_asks_for(cluster: list[KafkaBroker]) -> None:
+    """confluent-kafka's AdminClient: factor 1 and 2 on three brokers give 1 and 2 distinct replicas per
+    partition; 4 is refused with INVALID_REPLICATION_FACTOR and creates nothing."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster[0].bootstrap})
+    for rf in (1, 2):
+        admin.create_topics([NewTopic(f"rf{rf}", num_partitions=3, replication_factor=rf)])[f"rf{rf}"].result(
+            30
+        )
+        replicas = _replicas(cluster[0].bootstrap, f"rf{rf}")
+        assert len(replicas) == 3 and all(len(set(r)) == len(r) == rf for r in replicas), replicas
+    with pytest.raises(KafkaException) as err:
+        admin.create_topics([NewTopic("rf4", num_partitions=1, replication_factor=4)])["rf4"].result(30)
+    assert err.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
+    assert "rf4" not in admin.list_topics(timeout=30).topics
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK (the Spark tests need one too)")
+def test_java_admin_gets_the_replication_factor_it_asks_for(cluster: list[KafkaBroker]) -> None:
+    """Kafka's own kafka-topics (TopicCommand, Java admin client 4.2.0): --replication-factor 1 and 2,
+    described back by the same tool; 4 refused."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka"))
+    from kafka_jars import classpath
+
+    def topics(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = ["java", "-cp", classpath(), "org.apache.kafka.tools.TopicCommand"]
+        cmd += ["--bootstrap-server", cluster[1].bootstrap, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    for rf in (1, 2):
+        out = topics("--create", "--topic", f"jrf{rf}", "--partitions", "3", "--replication-factor", str(rf))
+        assert out.returncode == 0, out.stderr
+        out = topics("--describe", "--topic", f"jrf{rf}")
+        assert out.returncode == 0, out.stderr
+        assert f"ReplicationFactor: {rf}" in out.stdout, out.stdout
+        lines = [line for line in out.stdout.splitlines() if "Partition: " in line]
+        replicas = [line.split("Replicas: ")[1].split()[0].split(",") for line in lines]
+        assert len(replicas) == 3 and all(len(set(r)) == len(r) == rf for r in replicas), out.stdout
+    out = topics("--create", "--topic", "jrf4", "--partitions", "1", "--replication-factor", "4")
+    assert out.returncode != 0 and "larger than the number of live brokers (3)" in out.stdout, out.stdout
+    assert "jrf4" not in topics("--list").stdout.split()
+
+
 def test_confluent_kafka_producer_survives_the_kill_of_its_bootstrap_broker(
     cluster: list[KafkaBroker],
 ) -> None:
@@ -303,18 +360,20 @@ class Member:
     """A confluent-kafka group member on its own thread: consumes, commits synchronously after each
     batch, and remembers what it consumed and whether that batch's commit succeeded."""
 
-    def __init__(self, name: str, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, name: str, bootstrap: str, group: str, topic: str, protocol: str = "classic") -> None:
         self.name = name
-        self.config = {
+        self.config: dict[str, object] = {
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "client.id": name,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
             "reconnect.backoff.max.ms": 500,
         }
+        if protocol == "classic":
+            self.config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        else:  # KIP-848: the broker sets both (FAST_ENV: 500 ms, 6 s)
+            self.config["group.protocol"] = "consumer"
         self.topic = topic
         self.consumed: list[tuple[int, int, bytes, float]] = []  # partition, offset, value, when
         self.uncommitted: set[bytes] = set()  # values whose batch's commit failed
@@ -392,18 +451,23 @@ def produce_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
     assert producer.flush(60) == 0 and not failed, failed[:3]
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
-    cluster: list[KafkaBroker],
+    cluster: list[KafkaBroker], protocol: str
 ) -> None:
     """Two confluent-kafka members bootstrapped from broker 1; the group's coordinator (broker 2, which
     also leads partitions) is killed -9: FindCoordinator names a live broker, committed offsets are kept,
-    consumption resumes after the last commit, and records produced after the kill are consumed."""
+    consumption resumes after the last commit, and records produced after the kill are consumed. Both
+    group protocols: classic, and KIP-848's (members fenced by the new coordinator rejoin with epoch 0)."""
     from topiclake.platform.cluster.assignment import coordinator_for
 
-    topic = "cg"
+    topic = "cg" if protocol == "classic" else "cg848"
     entry = cluster[0]
     victim = cluster[1]
-    group = next(f"g{i}" for i in range(1000) if coordinator_for(f"g{i}", [1, 2, 3]) == victim.broker_id)
+    prefix = protocol[:2]
+    group = next(
+        f"{prefix}{i}" for i in range(1000) if coordinator_for(f"{prefix}{i}", [1, 2, 3]) == victim.broker_id
+    )
     create_topic(entry.bootstrap, topic)
     first = [f"a{i:05d}".encode() for i in range(600)]
     second = [f"b{i:05d}".encode() for i in range(600)]
@@ -413,7 +477,7 @@ def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
     assert sorted(v for _p, _o, v in table_rows(Path(entry.proc.warehouse), topic)) == first
     assert victim.broker_id in set(leaders(entry, topic).values())
 
-    members = [Member(f"m{i}", entry.bootstrap, group, topic) for i in (1, 2)]
+    members = [Member(f"m{i}", entry.bootstrap, group, topic, protocol) for i in (1, 2)]
     for m in members:
         m.thread.start()
     try:
@@ -463,8 +527,9 @@ def test_a_consumer_group_resumes_after_its_coordinator_is_killed(
     assert [tp.offset for tp in committed] == ends and sum(ends) == len(first) + len(second)
     errors = [e for m in members for e in m.commit_errors]
     print(
-        f"\nconsumer group: consumed {len(everything)} ({dup} again), commit errors {len(errors)}, "
-        f"coordinator {victim.broker_id} -> {new_coordinator}, second half produced in {produced_in:.1f} s, "
+        f"\nconsumer group ({protocol}): consumed {len(everything)} ({dup} again), "
+        f"commit errors {len(errors)}, coordinator {victim.broker_id} -> {new_coordinator}, "
+        f"second half produced in {produced_in:.1f} s, "
         f"first record after the kill consumed {resumed:.1f} s after it"
     )
 

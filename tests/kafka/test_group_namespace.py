@@ -86,3 +86,26 @@ def test_a_silent_member_expires_and_the_live_one_gets_its_partitions(kafka: Kaf
             assert sorted(tp.partition for tp in c.assignment()) == [0, 1]
         finally:
             c.close()
+
+
+def test_a_group_is_classic_or_consumer_at_a_time(kafka: KafkaGateway) -> None:
+    """KIP-848: a consumer-protocol member holds the group against classic and HTTP joins, a classic
+    member against consumer-protocol heartbeats; once empty, the group may change protocol."""
+    groups = kafka.gw.broker.groups
+    kafka.gw.broker.create_topic("t")
+    beat = {"group_id": "shared", "member_id": "k1", "member_epoch": 0, "rebalance_timeout": 30000}
+    beat |= {"subscribed_topic_names": ["t"], "topic_partitions": []}
+    with connect(kafka) as s:
+        s.sendall(frame(68, 1, beat))
+        joined = response(68, 1, read_frame(s))
+        assert joined.error_code == 0 and joined.member_epoch > 0 and joined.member_id == "k1"
+        s.sendall(frame(11, 5, JOIN))
+        assert response(11, 5, read_frame(s)).error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+        with pytest.raises(InconsistentGroupProtocol):
+            groups.join("shared", topics=["t"])
+        s.sendall(frame(68, 1, {**beat, "member_epoch": -1, "subscribed_topic_names": None}))
+        assert response(68, 1, read_frame(s)).error_code == 0  # left: the group is empty
+        s.sendall(frame(11, 5, JOIN))
+        assert response(11, 5, read_frame(s)).error_code == 0  # classic now
+        s.sendall(frame(68, 1, {**beat, "member_id": "k2"}))
+        assert response(68, 1, read_frame(s)).error_code == 69  # GROUP_ID_NOT_FOUND: a classic group

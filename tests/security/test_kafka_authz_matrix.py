@@ -90,6 +90,10 @@ CASES: list[tuple[str, int, int, dict[str, Any], Callable[[Any], Any], Any]] = [
                                 "topics": [{"name": T, "partitions": [{"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
      lambda r: r.topics[0].partitions[0].error_code, TXN),
     ("DescribeTransactions", 65, 0, {"transactional_ids": [X]}, lambda r: r.transaction_states[0].error_code, TXN),
+    ("ConsumerGroupHeartbeat", 68, 1, {"group_id": "g848", "member_id": "m848", "member_epoch": 0, "rebalance_timeout": 30000,
+                                       "subscribed_topic_names": [T], "topic_partitions": []},
+     lambda r: r.error_code, GROUP),
+    ("ConsumerGroupDescribe", 69, 1, {"group_ids": [G]}, lambda r: r.groups[0].error_code, GROUP),
 ]  # fmt: skip
 
 

@@ -79,7 +79,7 @@ def job_commit(uri: str, job: str) -> dict[str, object]:
 #: local S3 server stalled for minutes, one of its threads holding its one-request lock while reading a
 #: request body that did not come (py-spy), and key compaction's executor PUTs timed out. Skipped until
 #: the dev server reads bodies before taking its lock; tests/jobs/test_job_commit.py covers the commit.
-_S3_STALLS = pytest.mark.skipif(False, reason='')
+_S3_STALLS = pytest.mark.skipif(False, reason="")
 
 
 @pytest.mark.parametrize("store", ["dir", pytest.param("s3", marks=_S3_STALLS)])

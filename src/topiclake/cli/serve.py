@@ -109,7 +109,10 @@ def serve(
     ] = None,
     rack: Annotated[
         str | None,
-        typer.Option(help="This broker's rack, reported in metadata.", envvar="TOPICLAKE_BROKER__RACK"),
+        typer.Option(
+            help="This broker's rack: reported in metadata; replicas spread over racks.",
+            envvar="TOPICLAKE_BROKER__RACK",
+        ),
     ] = None,
     # -- quotas per principal (docs/quotas.md; per user: `topiclake quotas`, in _system/quotas) -------------
     quota_produce_bytes_per_s: Annotated[

@@ -154,6 +154,7 @@ class GroupListing(TypedDict):
     """A group in ``GET /v1/groups``."""
 
     group_id: str
+    type: str  # http, classic (Kafka's JoinGroup) or consumer (Kafka's KIP-848)
     state: str
     members: int
     assignor: str | None
@@ -175,9 +176,12 @@ class GroupMember(TypedDict):
 
 
 class GroupDescription(TypedDict):
-    """``GET /v1/groups/{g}``: Kafka's state name (Empty, Stable, CompletingRebalance, PreparingRebalance)."""
+    """``GET /v1/groups/{g}``: Kafka's state name (Empty, Stable, CompletingRebalance, PreparingRebalance;
+    a consumer-protocol group's Assigning, Reconciling); ``type`` http, classic or consumer (whose
+    ``generation_id`` is the group epoch, a member's its member epoch)."""
 
     group_id: str
+    type: str
     state: str
     generation_id: int
     assignor: str | None

@@ -303,7 +303,7 @@ def _group_gate(ctx: Context, req: Request) -> dict[str, Any] | None:
     return {"error_code": _GROUP_FAIL, "topics": [], "members": []}
 
 
-_GROUP_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 47})
+_GROUP_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 47, 68})  # 68: ConsumerGroupHeartbeat, Read as Kafka
 
 
 async def guarded(ctx: Context, req: Request, handler: Handler) -> dict[str, Any] | None:
@@ -344,6 +344,13 @@ async def guarded(ctx: Context, req: Request, handler: Handler) -> dict[str, Any
         return _metadata_filter(ctx, req, out)
     if key in (65, 66):
         return authz_txn.filter_answer(ctx, req, out)
+    if key == 69:  # ConsumerGroupDescribe: Describe on each group
+        out["groups"] = [
+            g
+            if allowed(ctx, req, Operation.DESCRIBE, G, g["group_id"])
+            else {"group_id": g["group_id"], "error_code": _GROUP_FAIL, "group_state": "", "members": []}
+            for g in out.get("groups", [])
+        ]
     if key == 15:  # DescribeGroups
         out["groups"] = [
             g

@@ -70,6 +70,7 @@ _BY_CLASS: list[tuple[type[tl.TopiclakeError], int]] = [
     (tl.InvalidProducerIdMapping, INVALID_PRODUCER_ID_MAPPING),
     (tl.ConcurrentTransactions, CONCURRENT_TRANSACTIONS),
     (tl.InvalidTransactionTimeout, INVALID_TRANSACTION_TIMEOUT),
+    (tl.InvalidReplicationFactor, INVALID_REPLICATION_FACTOR),
     (tl.InvalidRequest, INVALID_REQUEST),
     (tl.TopicNotFound, UNKNOWN_TOPIC_OR_PARTITION),
     (tl.PartitionNotFound, UNKNOWN_TOPIC_OR_PARTITION),

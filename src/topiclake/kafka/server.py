@@ -18,15 +18,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from topiclake.errors import TopiclakeError
-from topiclake.kafka import codec, quota, sasl
+from topiclake.kafka import codec, group_views, quota, sasl
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.authz import failed_answer, guarded
 from topiclake.kafka.classic_groups import ClassicGroups
+from topiclake.kafka.consumer_groups import ConsumerGroups
 from topiclake.kafka.context import ConnectionState, Context
 from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_response
 from topiclake.kafka.versions import API_VERSIONS, BEFORE_AUTHENTICATION, supported
 from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
+from topiclake.platform.groups.group_coordinator import GroupDescription
 from topiclake.platform.transactions import TransactionCoordinator
 from topiclake.security import ANONYMOUS, Security
 from topiclake.security.inter_broker import CLIENT
@@ -120,6 +122,11 @@ class KafkaListener:
         self.transactions = TransactionCoordinator(broker)
         self.context.state["transactions"] = self.transactions
         self._sweeper: asyncio.Task[None] | None = None
+        cfg = broker.config
+        self.consumer_groups = ConsumerGroups(
+            cfg.consumer_group_session_timeout_ms, cfg.consumer_group_heartbeat_interval_ms
+        )
+        self.context.state["consumer_groups"] = self.consumer_groups
 
     async def start(self) -> None:
         """Bind the port and register the listener with the broker.
@@ -145,7 +152,9 @@ class KafkaListener:
             ) from exc
         self.groups.start()
         self._sweeper = asyncio.create_task(self._sweep_transactions())
-        self.broker.groups.foreign_groups = self.groups.active
+        self.consumer_groups.start()
+        self.broker.groups.foreign_groups = self._kafka_group_active
+        self.broker.groups.kafka_groups = self._describe_groups
         self.broker.advertise(Endpoint("kafka", self.context.host, self.context.port))
         logger.info(
             "kafka listener of broker %d on %s:%d (advertised %s:%d, %s%s)",
@@ -157,6 +166,12 @@ class KafkaListener:
             "SASL_" if self.context.security.auth else "",
             "SSL" if self.tls else "PLAINTEXT",
         )
+
+    def _describe_groups(self, group_id: str | None) -> list[GroupDescription]:
+        return group_views.describe(self.groups, self.consumer_groups, group_id)
+
+    def _kafka_group_active(self, group_id: str) -> bool:
+        return self.groups.active(group_id) or self.consumer_groups.active(group_id)
 
     async def close(self) -> None:
         """Stop accepting, close open connections, release the threads."""
@@ -173,7 +188,9 @@ class KafkaListener:
             with contextlib.suppress(BaseException):
                 await self._sweeper
         await asyncio.get_running_loop().run_in_executor(None, self.transactions.close)
+        await self.consumer_groups.close()
         self.broker.groups.foreign_groups = None
+        self.broker.groups.kafka_groups = None
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)

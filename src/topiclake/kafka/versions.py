@@ -50,6 +50,8 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     49: (0, 1),  # AlterClientQuotas
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions (v2 adds a name pattern filter)
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; v1: the client names its member id, topic regex)
+    69: (0, 1),  # ConsumerGroupDescribe
 }
 
 

@@ -35,7 +35,7 @@ class BrokerCluster(BrokerBase):
         """This broker as metadata reports it (HTTP host and port default to 127.0.0.1:8082)."""
         listeners = self.listeners()
         http = next((e for e in listeners if e.name == "http"), Endpoint("http", "127.0.0.1", 8082))
-        return BrokerEndpoint(self.config.broker_id, http.host, http.port, None, listeners)
+        return BrokerEndpoint(self.config.broker_id, http.host, http.port, self.config.rack, listeners)
 
     def join_cluster(self) -> None:
         """Join the cluster of brokers over this warehouse (DESIGN.md §8).

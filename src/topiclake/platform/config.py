@@ -128,7 +128,23 @@ class BrokerConfig(BaseModel):
         description="Cluster: replication factor of a topic created without one, capped at the number of "
         "live brokers (with shared storage a replica costs no copy: it is a broker able to lead).",
     )
-    rack: str | None = Field(None, description="Cluster: this broker's rack, reported in metadata.")
+    rack: str | None = Field(
+        None,
+        description="Cluster: this broker's rack, reported in metadata; when every live broker has one, "
+        "replicas of a partition are spread over racks (Kafka's rack-aware assignment).",
+    )
+    consumer_group_session_timeout_ms: int = Field(
+        45_000,
+        ge=1_000,
+        description="Kafka's group.consumer.session.timeout.ms: a member of a consumer-protocol (KIP-848) "
+        "group that sends no heartbeat for this long is removed and its partitions reassigned.",
+    )
+    consumer_group_heartbeat_interval_ms: int = Field(
+        5_000,
+        ge=100,
+        description="Kafka's group.consumer.heartbeat.interval.ms: how often members of a consumer-protocol "
+        "group heartbeat (they learn new assignments and released partitions that way).",
+    )
     forward_timeout_ms: int = Field(
         12_000,
         ge=100,

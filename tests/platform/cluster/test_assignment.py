@@ -99,3 +99,34 @@ def test_group_coordinator_moves_only_the_dead_brokers_groups() -> None:
         else:
             assert after[g] in (1, 2)
     assert coordinator_for("g", []) == -1
+
+
+def test_rack_aware_replicas_span_both_racks_and_leaders_spread() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+    out = assign_replicas("orders", range(12), 2, [1, 2, 3, 4], racks)
+    for replicas in out:
+        assert len(set(replicas)) == 2
+        assert {racks[b] for b in replicas} == {"a", "b"}
+    assert set(Counter(r[0] for r in out).values()) == {3}
+    # without racks the same brokers put some partitions on one rack only
+    plain = assign_replicas("orders", range(12), 2, [1, 2, 3, 4])
+    assert any(len({racks[b] for b in r}) == 1 for r in plain)
+
+
+def test_rack_aware_with_more_replicas_than_racks_uses_every_rack_first() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c"}
+    for replicas in assign_replicas("t", range(10), 4, list(racks), racks):
+        assert len(set(replicas)) == 4 and {racks[b] for b in replicas} == {"a", "b", "c"}
+
+
+def test_a_broker_without_rack_means_rack_unaware() -> None:
+    racks: dict[int, str | None] = {1: "a", 2: "a", 3: None, 4: "b"}
+    assert assign_replicas("t", range(8), 2, [1, 2, 3, 4], racks) == assign_replicas(
+        "t", range(8), 2, [1, 2, 3, 4]
+    )
+
+
+def test_reconcile_places_new_partitions_by_rack() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+    out = reconcile({}, {"t": TopicSpec(8, 2)}, live=[1, 2, 3, 4], settled=[1, 2, 3, 4], racks=racks)
+    assert all({racks[b] for b in s.replicas} == {"a", "b"} for s in out["t"])

@@ -144,6 +144,7 @@ def _tps(tps: list[tuple[str, int]]) -> list[dict[str, Any]]:
 def _describe_body(d: GroupDescription) -> dict[str, Any]:
     return {
         "group_id": d.group_id,
+        "type": d.group_type,
         "state": d.state,
         "generation_id": d.generation_id,
         "assignor": d.assignor,
@@ -205,7 +206,13 @@ def list_groups(groups: GroupsDep, access: AccessDep) -> dict[str, Any]:
     listed = access.visible(groups.list_groups(), lambda g: g.group_id, ResourceType.GROUP)
     return {
         "groups": [
-            {"group_id": g.group_id, "state": g.state, "members": g.members, "assignor": g.assignor}
+            {
+                "group_id": g.group_id,
+                "type": g.group_type,
+                "state": g.state,
+                "members": g.members,
+                "assignor": g.assignor,
+            }
             for g in listed
         ]
     }

@@ -39,6 +39,8 @@ STATES = {
     "PreparingRebalance": "PREPARING_REBALANCE",
     "CompletingRebalance": "COMPLETING_REBALANCE",
     "Dead": "DEAD",
+    "Assigning": "ASSIGNING",  # consumer-protocol (KIP-848) groups
+    "Reconciling": "RECONCILING",
 }
 
 
@@ -75,7 +77,7 @@ def group_data(request: Request, cid: str, broker_id: int, group: Any) -> dict[s
         "is_simple": group.assignor is None and members == 0,
         "partition_assignor": group.assignor or "",
         "state": STATES.get(group.state, "UNKNOWN"),
-        "type": "CLASSIC",
+        "type": "CONSUMER" if getattr(group, "group_type", "") == "consumer" else "CLASSIC",
         "is_mixed_consumer_group": False,
         "coordinator": {"related": url(request, "clusters", cid, "brokers", broker_id)},
         "consumers": {"related": url(request, *base, "consumers")},

@@ -14,7 +14,17 @@ from topiclake.kafka import errors as kerr
 from topiclake.kafka import sasl
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import Context
-from topiclake.kafka.handlers import acls, admin, cluster, fetch, groups, produce, quotas, transactions
+from topiclake.kafka.handlers import (
+    acls,
+    admin,
+    cluster,
+    consumer_groups,
+    fetch,
+    groups,
+    produce,
+    quotas,
+    transactions,
+)
 from topiclake.kafka.versions import SUPPORTED
 
 Handler = Callable[[Context, Request], Awaitable[dict[str, Any] | None]]
@@ -56,6 +66,8 @@ HANDLERS: dict[int, Handler] = {
     49: quotas.alter_client_quotas,
     65: transactions.describe_transactions,
     66: transactions.list_transactions,
+    68: consumer_groups.consumer_group_heartbeat,
+    69: consumer_groups.consumer_group_describe,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "ApiVersions must advertise exactly the implemented keys"

@@ -163,23 +163,34 @@ def _create_one(ctx: Context, topic: Any, validate_only: bool) -> dict[str, Any]
     if n == -1:
         n = len(topic.assignments) or DEFAULT_PARTITIONS
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
-    out: dict[str, Any] = {"name": name, "num_partitions": n, "replication_factor": 1}
     rf = int(topic.replication_factor)
+    if rf == -1 and topic.assignments:
+        rf = len(topic.assignments[0].broker_ids)
+    out: dict[str, Any] = {"name": name, "num_partitions": n, "replication_factor": max(rf, 1)}
     if rf == 0 or rf < -1:
         return {**out, "error_code": kerr.INVALID_REPLICATION_FACTOR, "error_message": "replication factor"}
+    if rf != -1:  # the factor asked for; -1: the broker's default (default_replication_factor)
+        configs["replication.factor"] = str(rf)
     try:
         if validate_only:
             if name in {t.name for t in ctx.broker.list_topics()}:
                 return {**out, "error_code": kerr.TOPIC_ALREADY_EXISTS, "error_message": f"{name} exists"}
+            node = ctx.broker.cluster
+            live = (len(node.metadata().brokers) or 1) if node is not None else rf
+            if rf > live:
+                msg = f"replication factor {rf} is larger than the number of live brokers ({live})"
+                return {**out, "error_code": kerr.INVALID_REPLICATION_FACTOR, "error_message": msg}
             return {**out, "error_code": 0}
         info = ctx.broker.create_topic(name, n, configs)
     except TopiclakeError as exc:
         return {**out, "error_code": kerr.code_for(exc), "error_message": str(exc)}
-    return {**out, "error_code": 0, "topic_id": topic_uuid(info), "configs": []}
+    rf_now = info.config.replication_factor
+    return {**out, "error_code": 0, "replication_factor": rf_now, "topic_id": topic_uuid(info), "configs": []}
 
 
 async def create_topics(ctx: Context, req: Request) -> dict[str, Any]:
-    """CreateTopics: partitions and configs as given; the replication factor is the storage's concern."""
+    """CreateTopics: partitions, configs and the replication factor as given (one above the live brokers:
+    INVALID_REPLICATION_FACTOR); replicas are placed by the controller, rack-aware when brokers have racks."""
     validate = bool(getattr(req.body, "validate_only", False))
     results = [await ctx.run(_create_one, ctx, t, validate) for t in req.body.topics]
     return {"topics": results}

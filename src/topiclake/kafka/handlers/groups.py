@@ -9,10 +9,17 @@ from topiclake.errors import GroupNotEmpty, GroupNotFound, TopiclakeError
 from topiclake.kafka import errors as kerr
 from topiclake.kafka.classic_groups import ClassicGroups, GroupError
 from topiclake.kafka.codec import Request, ms
+from topiclake.kafka.consumer_groups import ConsumerGroups
 from topiclake.kafka.context import Context
 from topiclake.kafka.handlers import transactions
 from topiclake.kafka.handlers.cluster import brokers
 from topiclake.platform.cluster.assignment import coordinator_for
+
+
+def consumer(ctx: Context) -> ConsumerGroups:
+    """The listener's consumer-protocol (KIP-848) groups."""
+    groups: ConsumerGroups = ctx.state["consumer_groups"]
+    return groups
 
 
 def classic(ctx: Context) -> ClassicGroups:
@@ -33,7 +40,8 @@ def _coordinator_for(ctx: Context, key: str) -> dict[str, Any]:
     return {"node_id": found["node_id"], "host": found["host"], "port": found["port"]}
 
 
-def _check_coordinator(ctx: Context, group_id: str) -> None:
+def check_coordinator(ctx: Context, group_id: str) -> None:
+    """NOT_COORDINATOR unless this broker coordinates ``group_id``."""
     if _coordinator_for(ctx, group_id)["node_id"] != ctx.broker.config.broker_id:
         raise GroupError(kerr.NOT_COORDINATOR)
 
@@ -58,9 +66,11 @@ async def join_group(ctx: Context, req: Request) -> dict[str, Any]:
     b = req.body
     group_id = str(b.group_id)
     try:
-        _check_coordinator(ctx, group_id)
+        check_coordinator(ctx, group_id)
         if await ctx.run(ctx.broker.groups.has_members, group_id):
             raise GroupError(kerr.INCONSISTENT_GROUP_PROTOCOL, "the group has HTTP members")
+        if consumer(ctx).active(group_id):
+            raise GroupError(kerr.INCONSISTENT_GROUP_PROTOCOL, "the group uses the consumer protocol")
         session = ms(b.session_timeout)
         rebalance = ms(getattr(b, "rebalance_timeout", None)) if hasattr(b, "rebalance_timeout") else session
         answer = await classic(ctx).join(
@@ -155,8 +165,11 @@ async def offset_commit(ctx: Context, req: Request) -> dict[str, Any]:
     }
     code = 0
     try:
-        _check_coordinator(ctx, group_id)
-        classic(ctx).check_commit(group_id, str(b.member_id), generation)
+        check_coordinator(ctx, group_id)
+        if consumer(ctx).active(group_id):
+            consumer(ctx).check_commit(group_id, str(b.member_id), generation)
+        else:
+            classic(ctx).check_commit(group_id, str(b.member_id), generation)
     except GroupError as exc:
         code = exc.code
     if code == 0 and offsets:
@@ -224,6 +237,16 @@ def _list_sync(ctx: Context) -> list[dict[str, Any]]:
                 "group_id": g.group_id,
                 "protocol_type": g.protocol_type or "consumer",
                 "group_state": g.state,
+                "group_type": "classic",
+            }
+    for c in list(consumer(ctx).groups.values()):
+        if c.members or c.group_id not in listed:
+            state = c.state
+            listed[c.group_id] = {
+                "group_id": c.group_id,
+                "protocol_type": "consumer",
+                "group_state": state,
+                "group_type": "consumer",
             }
     return [listed[k] for k in sorted(listed)]
 
@@ -238,6 +261,14 @@ async def list_groups(ctx: Context, req: Request) -> dict[str, Any]:
 
 
 def _describe_sync(ctx: Context, group_id: str) -> dict[str, Any]:
+    if consumer(ctx).active(group_id):  # Kafka answers DescribeGroups of a consumer group this way too
+        return {
+            "error_code": kerr.GROUP_ID_NOT_FOUND,
+            "group_id": group_id,
+            "group_state": "Dead",
+            "error_message": f"group {group_id} is a consumer group",
+            "members": [],
+        }
     g = classic(ctx).groups.get(group_id)
     if g is not None and g.members:
         return {
@@ -296,13 +327,14 @@ async def describe_groups(ctx: Context, req: Request) -> dict[str, Any]:
 
 
 def _delete_sync(ctx: Context, group_id: str) -> int:
-    if classic(ctx).active(group_id):
+    if classic(ctx).active(group_id) or consumer(ctx).active(group_id):
         return kerr.NON_EMPTY_GROUP
     try:
         ctx.broker.groups.delete_group(group_id)
     except TopiclakeError as exc:
         return kerr.code_for(exc)
     classic(ctx).groups.pop(group_id, None)
+    consumer(ctx).groups.pop(group_id, None)
     return 0
 
 
@@ -317,7 +349,7 @@ async def delete_groups(ctx: Context, req: Request) -> dict[str, Any]:
 
 
 def _offset_delete_sync(ctx: Context, group_id: str, parts: list[tuple[str, int]]) -> int:
-    if classic(ctx).active(group_id):
+    if classic(ctx).active(group_id) or consumer(ctx).active(group_id):
         return kerr.GROUP_SUBSCRIBED_TO_TOPIC
     try:
         ctx.broker.groups.delete_offsets(group_id, parts)

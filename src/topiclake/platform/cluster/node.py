@@ -336,7 +336,8 @@ class ClusterNode:
         topics = {t.name: TopicSpec(t.partitions, t.config.replication_factor) for t in self._catalog.list()}
         delay_s = self._config.leader_rebalance_delay_ms / 1000
         settled = [b for b in live if self._members.alive_for(b) >= delay_s]
-        return reconcile(state.partitions, topics, live, settled)
+        racks = {b: e.rack for b, e in live.items()}
+        return reconcile(state.partitions, topics, live, settled, racks)
 
     def _reconcile(self, state: ClusterState, live: dict[int, BrokerEndpoint]) -> ClusterState:
         partitions = self._decide(state, live)

@@ -63,7 +63,10 @@ class MemberDescription:
 
 @dataclass(frozen=True)
 class GroupDescription:
-    """A group: Kafka's state name (Empty, Stable, CompletingRebalance, PreparingRebalance), members."""
+    """A group: Kafka's state name (Empty, Stable, CompletingRebalance, PreparingRebalance; a consumer
+    group's Assigning, Reconciling), members, and which protocol its members speak: ``http`` (topiclake's
+    own), ``classic`` (Kafka's JoinGroup/SyncGroup) or ``consumer`` (Kafka's KIP-848 heartbeat). For a
+    consumer group ``generation_id`` is the group epoch."""
 
     group_id: str
     state: str
@@ -71,6 +74,7 @@ class GroupDescription:
     assignor: str | None
     leader: str | None
     members: list[MemberDescription]
+    group_type: str = "http"
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class GroupListing:
     state: str
     members: int
     assignor: str | None
+    group_type: str = "http"
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,9 @@ class GroupCoordinator(GroupMembership):
         #: Tells whether members of another protocol (the Kafka listener's classic groups) hold a group id:
         #: a group is one namespace, so HTTP joins, simple commits and deletes of such a group are refused.
         self.foreign_groups: Callable[[str], bool] | None = None
+        #: Descriptions of the Kafka listener's groups that have members (all, or the one named), so the
+        #: REST and console views show them beside HTTP groups.
+        self.kafka_groups: Callable[[str | None], list[GroupDescription]] | None = None
 
     def _check_foreign(self, group_id: str) -> None:
         if self.foreign_groups is not None and self.foreign_groups(group_id):
@@ -200,6 +203,8 @@ class GroupCoordinator(GroupMembership):
                 g.group_id: GroupListing(g.group_id, g.state(), len(g.members), g.assignor)
                 for g in self._groups.values()
             }
+        for d in self.kafka_groups(None) if self.kafka_groups is not None else []:
+            listed[d.group_id] = GroupListing(d.group_id, d.state, len(d.members), d.assignor, d.group_type)
         for gid in self.store.groups():
             listed.setdefault(gid, GroupListing(gid, "Empty", 0, None))
         return [listed[k] for k in sorted(listed)]
@@ -212,6 +217,9 @@ class GroupCoordinator(GroupMembership):
         """
         self.store.refresh()
         now = time.monotonic()
+        kafka = self.kafka_groups(group_id) if self.kafka_groups is not None else []
+        if kafka:
+            return kafka[0]
         with self._lock:
             group = self._groups.get(group_id)
             if group is None:
