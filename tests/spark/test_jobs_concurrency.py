@@ -75,14 +75,7 @@ def job_commit(uri: str, job: str) -> dict[str, object]:
     raise AssertionError(f"no commit of {job} in {uri}")
 
 
-#: Run 2026-11-27 (twice): on S3 compaction committed beside the producer (its entry topiclake's), then the
-#: local S3 server stalled for minutes, one of its threads holding its one-request lock while reading a
-#: request body that did not come (py-spy), and key compaction's executor PUTs timed out. Skipped until
-#: the dev server reads bodies before taking its lock; tests/jobs/test_job_commit.py covers the commit.
-_S3_STALLS = pytest.mark.skipif(False, reason="")
-
-
-@pytest.mark.parametrize("store", ["dir", pytest.param("s3", marks=_S3_STALLS)])
+@pytest.mark.parametrize("store", ["dir", "s3"])
 def test_jobs_beside_a_live_producer_lose_and_duplicate_nothing(
     spark: SparkSession,
     warehouse: str,
