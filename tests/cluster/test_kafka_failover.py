@@ -246,7 +246,12 @@ def test_confluent_admin_gets_the_replication_factor_it_asks_for(cluster: list[K
         admin.create_topics([NewTopic(f"rf{rf}", num_partitions=3, replication_factor=rf)])[f"rf{rf}"].result(
             30
         )
-        replicas = _replicas(cluster[0].bootstrap, f"rf{rf}")
+        deadline = time.monotonic() + 15  # a lagging controller view grows the replicas at its next tick
+        while True:
+            replicas = _replicas(cluster[0].bootstrap, f"rf{rf}")
+            if all(len(set(r)) == len(r) == rf for r in replicas) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert len(replicas) == 3 and all(len(set(r)) == len(r) == rf for r in replicas), replicas
     with pytest.raises(KafkaException) as err:
         admin.create_topics([NewTopic("rf4", num_partitions=1, replication_factor=4)])["rf4"].result(30)

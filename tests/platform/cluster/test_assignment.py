@@ -130,3 +130,19 @@ def test_reconcile_places_new_partitions_by_rack() -> None:
     racks = {1: "a", 2: "a", 3: "b", 4: "b"}
     out = reconcile({}, {"t": TopicSpec(8, 2)}, live=[1, 2, 3, 4], settled=[1, 2, 3, 4], racks=racks)
     assert all({racks[b] for b in s.replicas} == {"a", "b"} for s in out["t"])
+
+
+def test_a_partition_placed_with_too_few_live_brokers_gets_its_factor_when_they_are_live() -> None:
+    """Placed while the controller saw one live broker (a view that lagged a broker's return), an RF-2
+    topic's partitions gain a second replica once two are live; the preferred leader stays first."""
+    first = reconcile({}, {"t": TopicSpec(3, 2)}, live=[1], settled=[1])
+    assert all(s.replicas == (1,) for s in first["t"])
+    out = reconcile(first, {"t": TopicSpec(3, 2)}, live=[1, 2, 3], settled=[1, 2, 3])
+    for s in out["t"]:
+        assert len(set(s.replicas)) == 2 and s.replicas[0] == 1 and s.leader == 1, s
+        assert set(s.isr) == set(s.replicas)
+    assert len({s.replicas[1] for s in out["t"]}) == 2  # followers spread
+    racks = {1: "a", 2: "a", 3: "b"}
+    out = reconcile(first, {"t": TopicSpec(3, 2)}, live=[1, 2, 3], settled=[1, 2, 3], racks=racks)
+    assert all(s.replicas == (1, 3) for s in out["t"])  # the other rack first
+    assert reconcile(out, {"t": TopicSpec(3, 2)}, live=[1, 2, 3], settled=[1, 2, 3], racks=racks) == out

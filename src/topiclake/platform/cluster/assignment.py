@@ -145,8 +145,28 @@ def reconcile(
             fresh = assign_replicas(name, range(len(states), spec.partitions), rf, live_ids, racks)
             for p, replicas in zip(range(len(states), spec.partitions), fresh, strict=True):
                 states.append(PartitionState(name, p, replicas[0], 0, replicas, replicas))
+        want = min(spec.replication_factor, len(live_ids))
+        states = [_grown(s, want, live_ids, racks) if len(s.replicas) < want else s for s in states]
         out[name] = tuple(_elect(s, alive, back) for s in states)
     return out
+
+
+def _grown(
+    state: PartitionState, want: int, live_ids: Sequence[int], racks: Mapping[int, str | None] | None
+) -> PartitionState:
+    """``state`` with live brokers appended to its replicas up to ``want``: a partition placed while the
+    controller saw fewer live brokers than its replication factor (a broker just back, a view that
+    lagged) gets its factor once they are live. The preferred leader stays first; new followers are
+    spread by partition and taken from racks the partition is not on yet, when brokers have racks."""
+    extra = [b for b in live_ids if b not in state.replicas]
+    if not extra:
+        return state
+    k = state.partition % len(extra)
+    extra = extra[k:] + extra[:k]
+    if racks:
+        present = {racks.get(r) for r in state.replicas}
+        extra.sort(key=lambda b: racks.get(b) in present)  # stable: unrepresented racks first
+    return replace(state, replicas=state.replicas + tuple(extra[: want - len(state.replicas)]))
 
 
 def _elect(state: PartitionState, alive: set[int], settled: set[int]) -> PartitionState:
