@@ -91,7 +91,8 @@ def test_transactions_over_three_brokers_and_the_coordinator_killed(
 ) -> None:
     bs = ",".join(b.bootstrap for b in brokers)
     admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic(TOPIC, 3, 1)])[TOPIC].result(30)
+    # replication factor 3: any broker may lead a partition (docs/cluster.md), so leaders move on a death
+    admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(30)
     wait_for(lambda: len(set(leaders(brokers[0], TOPIC).values())) >= 2, 30, "leaders on several brokers")
     coordinator = _txn_coordinator(brokers[0], TID)
     assert all(_txn_coordinator(b, TID) == coordinator for b in brokers)

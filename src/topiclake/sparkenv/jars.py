@@ -114,11 +114,16 @@ def _pyspark_jar_names() -> set[str]:
 
 
 def hadoop_version() -> str:
-    """The Hadoop version pyspark ships (from its ``hadoop-client-api`` jar)."""
+    """The Hadoop version pyspark ships (from its ``hadoop-client-api`` jar; under spark-submit pyspark is
+    a zip and the jars are in ``$SPARK_HOME/jars``)."""
     import pyspark
 
-    for jar in (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"):
-        return jar.name[len("hadoop-client-api-") : -len(".jar")]
+    folders = [Path(pyspark.__file__).parent / "jars"]
+    if os.environ.get("SPARK_HOME"):
+        folders.append(Path(os.environ["SPARK_HOME"]) / "jars")
+    for folder in folders:
+        for jar in folder.glob("hadoop-client-api-*.jar"):
+            return jar.name[len("hadoop-client-api-") : -len(".jar")]
     raise FileNotFoundError("pyspark ships no hadoop-client-api jar")
 
 
@@ -128,8 +133,13 @@ def s3a_cache_dir() -> Path:
 
 
 def s3a_jar_paths() -> list[str]:
-    """The cached S3A jars (``hadoop-aws`` and the SDK modules), or [] when they were never resolved."""
-    jars = sorted(str(p) for p in s3a_cache_dir().glob("*.jar"))
+    """The cached S3A jars (``hadoop-aws`` and the SDK modules), or [] when they were never resolved (or
+    the Hadoop version is unknown here: a spark-submit driver whose Spark ships the jars itself)."""
+    try:
+        folder = s3a_cache_dir()
+    except FileNotFoundError:
+        return []
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
     return jars if any(Path(j).name.startswith("hadoop-aws-") for j in jars) else []
 
 
