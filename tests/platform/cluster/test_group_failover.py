@@ -5,6 +5,7 @@ local directory and on S3 (the ``warehouse`` fixture)."""
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,17 @@ def join(url: str, group: str, name: str) -> str:
     r = httpx.post(f"{url}/consumers/{group}", json=cfg, headers=headers, timeout=30)
     assert r.status_code == 200, r.text
     base: str = r.json()["base_uri"]
-    r = httpx.post(f"{base}/subscription", json={"topics": ["gt"]}, headers=headers, timeout=30)
-    assert r.status_code == 204, r.text
-    return base
+    deadline = time.monotonic() + 30
+    while True:
+        # a broker whose view still counts a dead coordinator alive answers a retriable 503 ("retry"),
+        # as it should, and a client retries (on S3 the 2-s listing can see a death a beat after the
+        # partition state does)
+        r = httpx.post(f"{base}/subscription", json={"topics": ["gt"]}, headers=headers, timeout=30)
+        if r.status_code == 204:
+            return base
+        retriable = r.status_code == 503 and r.json().get("error", {}).get("retriable") is True
+        assert retriable and time.monotonic() < deadline, r.text
+        time.sleep(0.5)
 
 
 def drain(base: str, want: int) -> list[dict[str, Any]]:
