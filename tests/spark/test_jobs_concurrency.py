@@ -69,7 +69,7 @@ class Producer(threading.Thread):
 
 def job_commit(uri: str, job: str) -> dict[str, object]:
     """The newest commit of a job in a topic table's history (its ``userMetadata`` tag names the job)."""
-    for commit in DeltaTable(uri).history(200):
+    for commit in DeltaTable(uri).history(5000):  # on S3 many commits can follow a job's (seen: > 200)
         if str(commit.get("userMetadata", "")).startswith(f"topiclake:{job}:"):
             return commit
     raise AssertionError(f"no commit of {job} in {uri}")
