@@ -6,6 +6,7 @@ import random
 import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import pyarrow as pa
 
@@ -114,19 +115,17 @@ class TxnSummary:
 def decision_rows(txn: Txn, next_seq: dict[tuple[int, int, str, int], int], now: int) -> list[Row]:
     """The ``prepare_commit`` rows of a transaction: each partition's records (under the next sequence of
     ``next_seq``) and each group's offsets; one row without either for a transaction of nothing."""
+
+    def row(**fields: Any) -> Row:
+        head = (txn.transactional_id, txn.producer_id, txn.epoch, now, txn.timeout_ms, txn.txn_seq)
+        return Row("prepare_commit", *head, **fields)
+
     rows = []
     for (topic, partition), batches in sorted(txn.staged.items()):
         data = pa.concat_tables([batches[s] for s in sorted(batches)], promote_options="default")
         base = next_seq.get((txn.producer_id, txn.epoch, topic, partition), 0)
         rows.append(
-            Row(
-                "prepare_commit",
-                txn.transactional_id,
-                txn.producer_id,
-                txn.epoch,
-                now,
-                txn.timeout_ms,
-                txn.txn_seq,
+            row(
                 topic=topic,
                 partition=partition,
                 base_sequence=base,
@@ -135,29 +134,7 @@ def decision_rows(txn: Txn, next_seq: dict[tuple[int, int, str, int], int], now:
             )
         )
     for group_id, offsets in sorted(txn.offsets.items()):
-        rows.append(
-            Row(
-                "prepare_commit",
-                txn.transactional_id,
-                txn.producer_id,
-                txn.epoch,
-                now,
-                txn.timeout_ms,
-                txn.txn_seq,
-                group_id=group_id,
-                offsets=offsets_to_json(offsets),
-            )
-        )
+        rows.append(row(group_id=group_id, offsets=offsets_to_json(offsets)))
     if not rows:  # a commit of nothing still ends the transaction in the table
-        rows.append(
-            Row(
-                "prepare_commit",
-                txn.transactional_id,
-                txn.producer_id,
-                txn.epoch,
-                now,
-                txn.timeout_ms,
-                txn.txn_seq,
-            )
-        )
+        rows.append(row())
     return rows
