@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 #: the process that starts Spark, not to the catalog a second process should share.
 _NOT_SHARED = ("spark.master", "spark.app.name", "spark.ui.")
 
+#: Settings ``--print-conf`` leaves out unless ``--show-secrets``: printed flags end up in shell history,
+#: terminal scrollback and the process list of the program they are passed to.
+_SECRET = (".secret.key", ".session.token")
+
 
 #: log4j2 configuration of the CLI's JVM: Spark's own logging at the chosen level, to stderr.
 _LOG4J2 = """\
@@ -275,7 +279,15 @@ def sql(
         typer.Option(
             "--print-conf",
             help="Print the --conf flags that give spark-sql, pyspark or spark-submit the same catalog "
-            "and Delta setup, and exit (starts no Spark).",
+            "and Delta setup, and exit (starts no Spark). An S3 secret key and session token are left out "
+            "unless --show-secrets.",
+        ),
+    ] = False,
+    show_secrets: Annotated[
+        bool,
+        typer.Option(
+            "--show-secrets",
+            help="With --print-conf: print the S3 secret key and session token too.",
         ),
     ] = False,
 ) -> None:
@@ -292,10 +304,7 @@ def sql(
     warehouse = str(local) if local is not None else warehouse  # the same tables from any directory
     persistent = catalog and local is not None
     if print_conf:
-        settings = spark_conf(master, warehouse=warehouse, conf=extra, catalog=persistent)
-        for key, value in settings.items():
-            if not key.startswith(_NOT_SHARED):
-                typer.echo(f"--conf {key}={value}")
+        _print_conf(spark_conf(master, warehouse=warehouse, conf=extra, catalog=persistent), show_secrets)
         return
     statements = _read_statements(query, file)
     if local is None:  # a wrong endpoint, bucket or key: one line before Spark starts (AWS_* environment)
@@ -304,6 +313,25 @@ def sql(
         Storage(warehouse).check_access()
     spark = _start(warehouse, master, database, persistent, extra, spark_log_level)
     _run(spark, statements, fmt, max_rows)
+
+
+def _print_conf(settings: dict[str, str], show_secrets: bool) -> None:
+    """The shareable settings as ``--conf`` flags on stdout; secrets only when asked for (else a note on
+    stderr names what was left out)."""
+    hidden = []
+    for key, value in settings.items():
+        if key.startswith(_NOT_SHARED):
+            continue
+        if key.endswith(_SECRET) and not show_secrets:
+            hidden.append(key)
+            continue
+        typer.echo(f"--conf {key}={value}")
+    if hidden:
+        typer.echo(
+            f"topiclake sql: left out {', '.join(hidden)}: add --show-secrets to print them (they then "
+            "appear in shell history and the process list), or give them to Spark another way",
+            err=True,
+        )
 
 
 def _start(
