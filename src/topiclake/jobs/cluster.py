@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from topiclake.jobs._daemons import alive, command_line, terminate_group
 from topiclake.process import free_port
 
 logger = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ class StandaloneCluster:
         for name in ("worker", "master"):
             pid = self._alive_pid(name)
             if pid is not None:
-                _terminate_group(pid, timeout_s)
+                terminate_group(pid, timeout_s)
                 logger.info("stopped spark %s (pid %d)", name, pid)
             self._pid_file(name).unlink(missing_ok=True)
 
@@ -293,7 +293,7 @@ class StandaloneCluster:
             return None
         # a stale pid file must never make stop() signal an unrelated process that reused the pid
         main_class = _MASTER_CLASS if name == "master" else _WORKER_CLASS
-        return pid if _alive(pid) and main_class in _command_line(pid) else None
+        return pid if alive(pid) and main_class in command_line(pid) else None
 
     def _check_alive(self, name: str) -> None:
         process = self._processes.get(name)
@@ -328,43 +328,6 @@ class StandaloneCluster:
             if time.monotonic() > deadline:
                 raise ClusterError(f"spark {name} not ready ({needle!r} not logged):\n{self._tail(name)}")
             time.sleep(0.25)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of this process is not alive
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    return True
-
-
-def _command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        pass
-    result = subprocess.run(["ps", "-p", str(pid), "-o", "command="], capture_output=True, text=True)
-    return result.stdout
-
-
-def _terminate_group(pid: int, timeout_s: float) -> None:
-    """SIGTERM the process group led by ``pid`` (a daemon started by us), SIGKILL it after ``timeout_s``."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    while _alive(pid) and time.monotonic() < deadline + 5:
-        time.sleep(0.1)
 
 
 def _print_status(status: ClusterStatus) -> None:
