@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def test_an_expired_lease_holds_nothing(tmp_path: Path) -> None:
     leases = Path(storage.root, "_system", "leases", "t")
     leases.mkdir(parents=True)
     (leases / "crashed.json").write_text(json.dumps({"holder": "gone", "expires": time.time() - 1}))
-    (leases / "garbage.json").write_text("{not json")
+    garbage = leases / "garbage.json"
+    garbage.write_text("{not json")  # a holder that crashed mid-write, a minute ago
+    os.utime(garbage, (time.time() - 61, time.time() - 61))
     assert active_leases(storage, "t") == []
     with Broker(storage, BrokerConfig(**FAST)) as broker:  # type: ignore[arg-type]
         broker.create_topic("t")
@@ -99,3 +102,35 @@ def test_a_rewrite_lease_holds_the_brokers_compaction_but_not_a_log_lease(tmp_pa
             assert stats.index_builds == builds  # the held version is remembered, not re-indexed
             assert stats.compactions == before
         assert _wait_for(lambda: stats.compactions > before)
+
+
+def test_a_renewal_never_lets_a_reader_see_the_log_unheld(tmp_path: Path) -> None:
+    """Renewing rewrites the lease file: a reader looking at that instant must still see it held (a local
+    file is renewed by a rename, never truncated in place). Seen: a Spark job's conflict check lost a log
+    entry that maintenance cleaned while the job's lease was being renewed."""
+    storage = Storage(str(tmp_path / "wh"))
+    lease = LogLease(storage, "t", holder="job", ttl_s=0.03).acquire()  # renewed every 10 ms
+    try:
+        unheld = sum(1 for _ in range(2000) if not active_leases(storage, "t"))
+    finally:
+        lease.release()
+    assert unheld == 0
+    assert sorted(p.name for p in Path(storage.root, "_system", "leases", "t").iterdir()) == []
+
+
+def test_an_unreadable_lease_file_holds_until_it_is_stale(tmp_path: Path) -> None:
+    """A lease file caught mid-write (or left half-written by a crashed holder) holds the log while it is
+    fresh, of any kind asked for, and stops holding once it is older than an unrenewed lease could be."""
+    from topiclake.platform.storage.leases import UNREADABLE_TTL_S
+
+    storage = Storage(str(tmp_path / "wh"))
+    folder = Path(storage.root, "_system", "leases", "t")
+    folder.mkdir(parents=True)
+    torn = folder / "torn.json"
+    torn.write_text('{"holder": "job", "exp')
+    assert [x["holder"] for x in active_leases(storage, "t")] == ["unreadable"]
+    assert active_leases(storage, "t", kind="rewrite")  # holds the brokers' compaction too
+    old = time.time() - UNREADABLE_TTL_S - 1
+    os.utime(torn, (old, old))
+    assert active_leases(storage, "t") == []
+    assert json.loads(json.dumps(active_leases(storage, "t", now=old))) != []

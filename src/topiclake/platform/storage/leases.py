@@ -50,6 +50,10 @@ def _lease_dir(topic: str) -> str:
     return f"_system/leases/{topic}"
 
 
+#: How long a lease file that cannot be read (being written or removed, or left half-written by a crash)
+#: holds the log after it was last modified, in seconds.
+UNREADABLE_TTL_S = 60.0
+
 #: Longest a gateway holds its commits for other writers' intents, in seconds.
 WRITE_INTENT_MAX_S = 5.0
 
@@ -73,7 +77,12 @@ def active_leases(
             with fs.open_input_stream(info.path) as fh:
                 lease = json.loads(fh.read())
         except (OSError, ValueError):
-            continue  # being written or removed right now
+            # being written or removed right now: while it is fresh it holds the log (and compaction) as a
+            # whole lease would -- a reader must never lose its log in the instant of a renewal; a file that
+            # stays unreadable (a holder that crashed mid-write) expires like a lease
+            mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+            lease = {"holder": "unreadable", "path": info.path, "expires": mtime + UNREADABLE_TTL_S}
+            lease["kind"] = kind or "log"
         if float(lease.get("expires", 0)) > now and (kind is None or lease.get("kind", "log") == kind):
             leases.append(lease)
     return leases
@@ -100,6 +109,7 @@ class LogLease:
         kind: LeaseKind = "log",
     ) -> None:
         self._fs = storage.filesystem(storage.root)
+        self._local = storage.is_local
         self.topic = topic
         self.holder = holder
         self.ttl_s = ttl_s
@@ -112,8 +122,15 @@ class LogLease:
         expires = time.time() + self.ttl_s
         body = {"topic": self.topic, "holder": self.holder, "kind": self.kind, "expires": expires}
         self._fs.create_dir(_lease_dir(self.topic), recursive=True)
-        with self._fs.open_output_stream(self.path) as fh:
+        if not self._local:  # an object PUT replaces the lease whole
+            with self._fs.open_output_stream(self.path) as fh:
+                fh.write(json.dumps(body).encode())
+            return
+        # a local file is truncated, then written: renew by a rename, so no reader sees it empty
+        tmp = f"{self.path}.{uuid.uuid4().hex[:8]}.tmp"
+        with self._fs.open_output_stream(tmp) as fh:
             fh.write(json.dumps(body).encode())
+        self._fs.move(tmp, self.path)
 
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
