@@ -96,11 +96,19 @@ def _committed(kafka: KafkaGateway, group: str, topic: str) -> dict[int, int]:
     return {p: c.offset for (t, p), c in kafka.gw.broker.groups.committed(group).items() if t == topic}
 
 
-def _churn(start: Callable[[str], Callable[[], None]], done: Callable[[], bool]) -> None:
-    """Members m1, m2, m3 join STEP_S apart; m1 then m2 leave; m3 stays until ``done()``."""
+def _churn(
+    start: Callable[[str], Callable[[], None]], done: Callable[[], bool], joined: Callable[[str], bool]
+) -> None:
+    """Members m1, m2, m3 join one after the other, each STEP_S after the previous one was first assigned
+    partitions (a JVM on a loaded machine takes seconds to get there); m1 then m2 leave; m3 stays until
+    ``done()``."""
     stops = {}
     for name in ("m1", "m2", "m3"):
         stops[name] = start(name)
+        deadline = time.monotonic() + 60
+        while not joined(name):
+            assert time.monotonic() < deadline, f"{name} was never assigned a partition"
+            time.sleep(0.1)
         time.sleep(STEP_S)
     for name in ("m1", "m2"):
         stops[name]()
@@ -163,7 +171,11 @@ def test_confluent_members_join_and_leave_while_a_producer_writes(kafka848: Kafk
     def start(name: str) -> Callable[[], None]:
         return ConfluentMember(kafka848, "g848c", "kip848c", name, ledger).close
 
-    _churn(start, lambda: not producer.is_alive() and len(ledger.consumed) >= RECORDS)
+    _churn(
+        start,
+        lambda: not producer.is_alive() and len(ledger.consumed) >= RECORDS,
+        lambda name: name in ledger.assigned_to,
+    )
     producer.join(30)
     assert not ledger.overlaps, ledger.overlaps
     assert ledger.assigned_to == {"m1", "m2", "m3"}  # every member got partitions at some point
@@ -194,6 +206,7 @@ def test_java_verifiable_consumers_join_and_leave_while_a_producer_writes(kafka8
     kafka848.gw.broker.create_topic("kip848j", partitions=PARTITIONS)
     ledger = Ledger()
     events: list[tuple[int, str, dict[str, object]]] = []
+    joined: set[str] = set()  # members whose events said they were assigned partitions
     cp = classpath()
 
     def start(name: str) -> Callable[[], None]:
@@ -210,6 +223,8 @@ def test_java_verifiable_consumers_join_and_leave_while_a_producer_writes(kafka8
                     events.append((int(ev["timestamp"]), name, ev))
                     if ev["name"] == "record_data":
                         ledger.record(int(ev["partition"]), int(ev["offset"]))
+                    elif ev["name"] == "partitions_assigned" and ev.get("partitions"):
+                        joined.add(name)
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
@@ -227,7 +242,7 @@ def test_java_verifiable_consumers_join_and_leave_while_a_producer_writes(kafka8
         return stop
 
     producer = _produce(kafka848.bootstrap, "kip848j", RECORDS)
-    _churn(start, lambda: not producer.is_alive() and len(ledger.consumed) >= RECORDS)
+    _churn(start, lambda: not producer.is_alive() and len(ledger.consumed) >= RECORDS, joined.__contains__)
     producer.join(30)
     for _ts, name, ev in sorted(events, key=lambda e: (e[0], e[2]["name"] != "partitions_revoked")):
         parts = [int(p["partition"]) for p in ev.get("partitions", [])]  # type: ignore[attr-defined]
