@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from topiclake.errors import InvalidTxnState, ProducerFenced, StorageError
+from topiclake.errors import GroupNotFound, InvalidTxnState, ProducerFenced, StorageError
 from topiclake.platform import Broker, BrokerConfig, Storage
 from topiclake.platform.transactions import TransactionCoordinator, TxnState
 
@@ -145,3 +145,24 @@ def test_pipelined_batches_commit_in_sequence_order(storage: Storage, broker: Br
     coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, _batch("c"))  # a retry
     coord.end_txn("pipe", info.producer_id, info.epoch, commit=True)
     assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")]
+
+
+def test_a_transaction_past_its_timeout_holds_no_offsets_and_cannot_commit_before_the_sweep(
+    storage: Storage, broker: Broker
+) -> None:
+    # a restarted consumer asks for stable offsets before its producer's InitProducerId: it must not wait
+    # for the sweep (nor lose the race with its own 60 s timeout, issue 31's flake)
+    now = [100.0]
+    coord = TransactionCoordinator(broker, clock=lambda: now[0])
+    info = coord.init_producer_id("copier", 1_000)
+    coord.add_offsets("copier", info.producer_id, info.epoch, "g")
+    coord.stage_offsets("copier", info.producer_id, info.epoch, "g", {("t", 0): (5, None)})
+    assert coord.pending_offsets("g") == {("t", 0)}
+    now[0] += 1.5  # past the timeout; no sweep ran
+    assert coord.pending_offsets("g") == set()
+    with pytest.raises(ProducerFenced):
+        coord.end_txn("copier", info.producer_id, info.epoch, commit=True)
+    assert coord.abort_expired() == []  # already aborted and fenced by the late request
+    assert coord.describe()[0].epoch == info.epoch + 1
+    with pytest.raises(GroupNotFound):  # nothing was ever committed to the group
+        broker.groups.committed("g")

@@ -65,10 +65,16 @@ class Txn:
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[Row] = field(default_factory=list)  # a decided commit not rolled forward yet
 
-    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """Partitions of ``group_id`` whose offsets this id's open or deciding transaction holds."""
+    def expired(self, now: float) -> bool:
+        """Whether the open transaction has outlived its timeout (``now``: monotonic seconds). It can no
+        longer commit: its next request, or the sweep, aborts it."""
+        return self.state is TxnState.ONGOING and now - self.started > self.timeout_ms / 1000
+
+    def pending_offsets(self, group_id: str, now: float) -> set[TopicPartition]:
+        """Partitions of ``group_id`` whose offsets this id's open or deciding transaction holds (an
+        expired transaction's never commit, so they are not pending, whether or not the sweep ran yet)."""
         if self.state is TxnState.ONGOING:
-            return set(self.offsets.get(group_id, {}))
+            return set() if self.expired(now) else set(self.offsets.get(group_id, {}))
         if self.state is TxnState.PREPARE_COMMIT:
             return {
                 tp
