@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from gateway_harness import table_rows
 from kafka_harness import KafkaGateway
 from kafka_jars import classpath
@@ -146,3 +146,43 @@ def test_producer_performance_in_transactions(kafka: KafkaGateway) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert "3000 records sent" in out.stdout, out.stdout[-2000:]
     assert len(_contiguous(kafka, "jperf")) == 3000
+
+
+def _admin(kafka: KafkaGateway, *args: str) -> str:
+    """kafka-transactions.sh (TransactionsCommand) against the gateway: its output, after it succeeded."""
+    out = _tool("TransactionsCommand", "--bootstrap-server", kafka.bootstrap, *args, timeout=60)
+    assert out.returncode == 0, (args, out.stdout[-2000:], out.stderr[-3000:])
+    return out.stdout
+
+
+def test_kafka_transactions_tool_lists_describes_and_aborts(kafka: KafkaGateway) -> None:
+    kafka.gw.broker.create_topic("tadm", partitions=1)
+    plain = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True})
+    plain.produce("tadm", value=b"plain", partition=0)
+    assert plain.flush(30) == 0
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "adm-0", "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("tadm", value=b"open", partition=0)
+    assert p.flush(30) == 0  # held by the coordinator: the transaction stays open
+
+    assert any("adm-0" in line and "Ongoing" in line for line in _admin(kafka, "list").splitlines())
+    described = _admin(kafka, "describe", "--transactional-id", "adm-0").splitlines()
+    head, row = described[0].split(), described[1].split()
+    txn = dict(zip(head, row, strict=False))
+    assert txn["TransactionState"] == "Ongoing" and "tadm-0" in described[1], described
+    pid, epoch = txn["ProducerId"], txn["ProducerEpoch"]
+    producers = _admin(kafka, "describe-producers", "--topic", "tadm", "--partition", "0")
+    listed = [line.split()[0] for line in producers.splitlines()[1:] if line.strip()]
+    assert pid in listed and len(listed) == 2, producers  # the idempotent producer and the open transaction
+    hanging = _admin(kafka, "find-hanging", "--broker-id", str(kafka.gw.broker.config.broker_id))
+    assert pid not in hanging  # nothing of an open transaction is in a log: nothing can hang
+    _admin(
+        kafka, "abort", "--topic", "tadm", "--partition", "0",
+        "--producer-id", pid, "--producer-epoch", epoch, "--coordinator-epoch", "0",
+    )  # fmt: skip
+    after = _admin(kafka, "describe", "--transactional-id", "adm-0").splitlines()
+    assert "CompleteAbort" in after[1], after
+    with pytest.raises(KafkaException):  # the aborted transaction's producer is fenced
+        p.commit_transaction(10)
+    assert [bytes(v) for v in table_rows(kafka.gw, "tadm")["value"].to_pylist()] == [b"plain"]

@@ -361,6 +361,20 @@ class TransactionCoordinator:
                 txn.lock.release()
         return aborted
 
+    def abort_marker(self, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]) -> bool:
+        """WriteTxnMarkers(abort) from an administrator (``kafka-transactions.sh abort``): abort the open
+        transaction of ``producer_id`` at ``epoch`` holding any of ``partitions`` (the whole transaction: its
+        records are held together) and fence its producer. False when this coordinator holds none."""
+        wanted = set(partitions)
+        with self._lock:
+            txns = [t for t in self._txns.values() if t.producer_id == producer_id]
+        for txn in txns:
+            with txn.lock:
+                if txn.state is TxnState.ONGOING and txn.epoch == epoch and txn.partitions & wanted:
+                    expire(self._table, txn, "aborted by an administrator's WriteTxnMarkers")
+                    return True
+        return False
+
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
         """Partitions of ``group_id`` with offsets in an open or deciding transaction (require_stable)."""
         with self._lock:
