@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from topiclake.errors import GroupNotFound, InvalidTxnState, ProducerFenced, StorageError
+from topiclake.errors import GroupNotFound, InvalidTxnState, ProducerFenced, RecordTooLarge, StorageError
 from topiclake.platform import Broker, BrokerConfig, Storage
 from topiclake.platform.transactions import TransactionCoordinator, TxnState
 
@@ -166,3 +166,21 @@ def test_a_transaction_past_its_timeout_holds_no_offsets_and_cannot_commit_befor
     assert coord.describe()[0].epoch == info.epoch + 1
     with pytest.raises(GroupNotFound):  # nothing was ever committed to the group
         broker.groups.committed("g")
+
+
+def test_held_records_are_bounded_with_a_clear_error(storage: Storage, broker: Broker) -> None:
+    one = _batch("x" * 1000).nbytes
+    coord = TransactionCoordinator(broker, max_held_bytes=int(2.5 * one))
+    a = coord.init_producer_id("a", 60_000)
+    b = coord.init_producer_id("b", 60_000)
+    coord.add_partitions("a", a.producer_id, a.epoch, [("t", 0)])
+    coord.add_partitions("b", b.producer_id, b.epoch, [("t", 1)])
+    coord.stage("a", a.producer_id, a.epoch, "t", 0, 0, _batch("x" * 1000))
+    coord.stage("a", a.producer_id, a.epoch, "t", 0, 0, _batch("x" * 1000))  # a retry takes no more room
+    coord.stage("b", b.producer_id, b.epoch, "t", 1, 0, _batch("x" * 1000))
+    with pytest.raises(RecordTooLarge, match="commit in smaller transactions"):  # the bound is per broker
+        coord.stage("b", b.producer_id, b.epoch, "t", 1, 1, _batch("x" * 1000))
+    coord.end_txn("a", a.producer_id, a.epoch, commit=True)  # its records left memory for the table
+    coord.stage("b", b.producer_id, b.epoch, "t", 1, 1, _batch("x" * 1000))
+    coord.end_txn("b", b.producer_id, b.epoch, commit=True)
+    assert [v for _p, _o, v in _values(storage)] == ["x" * 1000] * 3

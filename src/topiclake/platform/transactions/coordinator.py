@@ -36,12 +36,12 @@ from topiclake.errors import (
 from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
 from topiclake.platform.transactions._ending import abort, expire, now_ms
+from topiclake.platform.transactions._housekeeping import Housekeeping
 from topiclake.platform.transactions._recovery import load_one, replay
 from topiclake.platform.transactions._rollforward import RollForward
 from topiclake.platform.transactions._state import (
     Txn,
     TxnState,
-    TxnSummary,
     decision_rows,
     new_producer_id,
     next_epoch,
@@ -56,16 +56,19 @@ logger = logging.getLogger(__name__)
 
 #: Kafka's ``transaction.max.timeout.ms`` default (15 min).
 MAX_TIMEOUT_MS = 900_000
+#: What open transactions may hold in memory on one broker together (their records wait for the commit).
+MAX_HELD_BYTES = 256 * 1024 * 1024
 
 TopicPartition = tuple[str, int]
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(Housekeeping):
     """Transactions of this broker's transactional ids.
 
     Args:
         broker: The broker whose logs and groups the transactions write to.
         max_timeout_ms: Kafka's ``transaction.max.timeout.ms``.
+        max_held_bytes: What open transactions may hold together; a batch beyond it is refused.
         clock: Monotonic seconds (tests pass their own).
     """
 
@@ -74,11 +77,13 @@ class TransactionCoordinator:
         broker: Broker,
         *,
         max_timeout_ms: int = MAX_TIMEOUT_MS,
+        max_held_bytes: int = MAX_HELD_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._broker = broker
         self._table = TransactionTable(broker.storage)
         self._max_timeout_ms = max_timeout_ms
+        self._max_held_bytes = max_held_bytes
         self._clock = clock
         self._lock = threading.Lock()
         self._txns: dict[str, Txn] = {}
@@ -267,10 +272,12 @@ class TransactionCoordinator:
         Raises:
             InvalidProducerIdMapping, ProducerFenced: Not the transactional id's current producer.
             InvalidTxnState: No transaction open, or the partition was not added to it.
+            RecordTooLarge: Open transactions would hold more than ``max_held_bytes`` with this batch.
         """
         txn = self._get(transactional_id)
         key = (topic, partition)
         records = self._broker.screen(topic, records)  # a record that cannot be appended fails now
+        self._check_room(records.nbytes)
         with txn.lock:
             self._check(txn, producer_id, epoch)
             if txn.state is not TxnState.ONGOING or key not in txn.partitions:
@@ -280,7 +287,7 @@ class TransactionCoordinator:
                     partition=partition,
                 )
             # in sequence order at commit, whatever order pipelined requests arrive in; a retry is kept once
-            txn.staged.setdefault(key, {})[base_sequence] = records
+            txn.hold(key, base_sequence, records)
 
     # ------------------------------------------------------------------ the end
 
@@ -332,58 +339,3 @@ class TransactionCoordinator:
     def close(self) -> None:
         """Release the roll-forward threads (a roll-forward in progress finishes)."""
         self._roll.close()
-
-    # ------------------------------------------------------------------ housekeeping and views
-
-    def abort_expired(self) -> list[str]:
-        """Abort open transactions older than their timeout and bump their epoch (the sweep; Kafka's 10 s).
-
-        Also retries the roll-forward of decided commits a failed EndTxn left behind. Returns the
-        transactional ids aborted.
-        """
-        self.recover()
-        now = self._clock()
-        aborted = []
-        with self._lock:
-            txns = list(self._txns.values())
-        for txn in txns:
-            if not txn.lock.acquire(blocking=False):
-                continue
-            try:
-                if txn.state is TxnState.PREPARE_COMMIT:
-                    self._finish_commit(txn)
-                elif txn.expired(now):
-                    expire(self._table, txn)
-                    aborted.append(txn.transactional_id)
-            except Exception:  # the sweep goes on with the other transactions; this one is tried again
-                logger.exception("transactions: sweep of %s failed", txn.transactional_id)
-            finally:
-                txn.lock.release()
-        return aborted
-
-    def abort_marker(self, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]) -> bool:
-        """WriteTxnMarkers(abort) from an administrator (``kafka-transactions.sh abort``): abort the open
-        transaction of ``producer_id`` at ``epoch`` holding any of ``partitions`` (the whole transaction: its
-        records are held together) and fence its producer. False when this coordinator holds none."""
-        wanted = set(partitions)
-        with self._lock:
-            txns = [t for t in self._txns.values() if t.producer_id == producer_id]
-        for txn in txns:
-            with txn.lock:
-                if txn.state is TxnState.ONGOING and txn.epoch == epoch and txn.partitions & wanted:
-                    expire(self._table, txn, "aborted by an administrator's WriteTxnMarkers")
-                    return True
-        return False
-
-    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """Partitions of ``group_id`` with offsets in an open or deciding transaction (require_stable)."""
-        with self._lock:
-            txns = list(self._txns.values())
-        now = self._clock()
-        return {tp for txn in txns for tp in txn.pending_offsets(group_id, now)}
-
-    def describe(self) -> list[TxnSummary]:
-        """Every transactional id this coordinator knows, by id."""
-        with self._lock:
-            txns = sorted(self._txns.values(), key=lambda t: t.transactional_id)
-        return [t.summary() for t in txns]
