@@ -184,3 +184,27 @@ def test_held_records_are_bounded_with_a_clear_error(storage: Storage, broker: B
     coord.stage("b", b.producer_id, b.epoch, "t", 1, 1, _batch("x" * 1000))
     coord.end_txn("b", b.producer_id, b.epoch, commit=True)
     assert [v for _p, _o, v in _values(storage)] == ["x" * 1000] * 3
+
+
+def test_compaction_clears_committed_records_and_keeps_what_recovery_needs(
+    storage: Storage, broker: Broker
+) -> None:
+    coord = TransactionCoordinator(broker)
+    pid, epoch = _open(coord)
+    coord.end_txn("tid", pid, epoch, commit=True)
+    pid, epoch = _open(coord, "cut")
+    _fail_on(coord, "complete_commit")  # decided, not complete: its records are still needed
+    with pytest.raises(StorageError):
+        coord.end_txn("cut", pid, epoch, commit=True)
+    assert coord.compact(keep_ms=3_600_000) == 0  # nothing old enough
+    assert coord.compact(keep_ms=0) == 2  # the complete commit's two partition rows, not the undecided's
+    rows = DeltaTable(storage.system_uri("transactions")).to_pyarrow_table().to_pylist()
+    held = sorted(
+        (r["transactional_id"], r["records"] is not None) for r in rows if r["kind"] == "prepare_commit"
+    )
+    assert held == [("cut", True), ("cut", True), ("tid", False), ("tid", False)]
+    again = TransactionCoordinator(broker)  # a restart: the undecided commit rolls forward, once
+    again.recover()
+    assert sorted(v for _p, _o, v in _values(storage)) == ["a", "a", "b", "b", "c", "c"]  # none twice
+    again.close()
+    coord.close()

@@ -8,13 +8,17 @@ import threading
 from collections.abc import Callable, Iterable
 
 from topiclake.errors import RecordTooLarge
-from topiclake.platform.transactions._ending import expire
+from topiclake.platform.transactions._ending import expire, now_ms
 from topiclake.platform.transactions._state import Txn, TxnState, TxnSummary
 from topiclake.platform.transactions._table import TransactionTable
 
 logger = logging.getLogger("topiclake.platform.transactions.coordinator")
 
 TopicPartition = tuple[str, int]
+
+#: How long a committed transaction's records stay in ``_system/transactions`` (well above any clock skew
+#: between brokers: a decision another broker is rolling forward right now is never cleared).
+COMPACT_KEEP_MS = 3_600_000
 
 
 class Housekeeping:
@@ -71,6 +75,26 @@ class Housekeeping:
                 held_bytes=held,
                 limit=self._max_held_bytes,
             )
+
+    def compact(self, keep_ms: int = COMPACT_KEEP_MS) -> int:
+        """Clear the records of committed transactions older than ``keep_ms`` from ``_system/transactions``
+        (the records are the table's bulk; every row stays, as recovery needs it). Returns rows cleared.
+
+        Raises:
+            StorageError: The table could not be read or rewritten (try again later).
+        """
+        rows = self._table.rows()
+        done = {(r.transactional_id, r.txn_seq) for r in rows if r.kind == "complete_commit"}
+        open_since = [
+            r.at_ms
+            for r in rows
+            if r.kind == "prepare_commit" and (r.transactional_id, r.txn_seq) not in done
+        ]
+        before = min([now_ms() - keep_ms, *open_since])
+        cleared = self._table.drop_records(before)
+        if cleared:
+            logger.info("transactions: compacted %d decided rows of %s", cleared, self._table.uri)
+        return cleared
 
     def abort_marker(self, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]) -> bool:
         """WriteTxnMarkers(abort) from an administrator (``kafka-transactions.sh abort``): abort the open
