@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from gateway_harness import table_rows
 from kafka_harness import KafkaGateway
-from kafka_jars import classpath
+from kafka_jars import classpath, streams_classpath
 
 pytestmark = [
     pytest.mark.slow,
@@ -186,3 +186,56 @@ def test_kafka_transactions_tool_lists_describes_and_aborts(kafka: KafkaGateway)
     with pytest.raises(KafkaException):  # the aborted transaction's producer is fenced
         p.commit_transaction(10)
     assert [bytes(v) for v in table_rows(kafka.gw, "tadm")["value"].to_pylist()] == [b"plain"]
+
+
+STREAMS_APP = Path(__file__).resolve().parent / "java" / "EosWordCount.java"
+
+
+def _counts(kafka: KafkaGateway, topic: str) -> dict[str, list[int]]:
+    """Each key's values in offset order (a key is always in one partition)."""
+    rows = table_rows(kafka.gw, topic).to_pylist()
+    out: dict[str, list[int]] = {}
+    for r in sorted(rows, key=lambda r: (r["partition"], r["offset"])):
+        out.setdefault(r["key"].decode(), []).append(int(r["value"]))
+    return out
+
+
+def test_kafka_streams_exactly_once_v2_word_count_across_a_kill(kafka: KafkaGateway, tmp_path: Path) -> None:
+    """A Kafka Streams word count (kafka-streams from Maven Central, exactly_once_v2, every update sent)
+    killed with -9 mid-run and restarted: each word's committed counts are exactly 1, 2, ..., n."""
+    words, n = [f"w{i}" for i in range(10)], 300
+    kafka.gw.broker.create_topic("wc-in", partitions=2)
+    kafka.gw.broker.create_topic("wc-out", partitions=2)
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for _ in range(n):
+        for w in words:
+            p.produce("wc-in", key=w.encode(), value=w.encode())
+    assert p.flush(30) == 0
+    cmd = [
+        "java", "-Xmx384m", "-cp", streams_classpath(), str(STREAMS_APP),
+        kafka.bootstrap, "wc", str(tmp_path / "state"), "wc-in", "wc-out",
+    ]  # fmt: skip
+    log_path = tmp_path / "streams.out"
+    with open(log_path, "w") as log:
+        app = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and table_rows(kafka.gw, "wc-out").num_rows < 600:
+                assert app.poll() is None, log_path.read_text()[-5000:]
+                time.sleep(0.2)
+            app.kill()  # SIGKILL mid-run: an open transaction, no close
+            app.wait(30)
+            killed_at = table_rows(kafka.gw, "wc-out").num_rows
+            assert 600 <= killed_at < n * len(words), (killed_at, log_path.read_text()[-5000:])
+            app = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 150
+            while time.monotonic() < deadline and table_rows(kafka.gw, "wc-out").num_rows < n * len(words):
+                assert app.poll() is None, log_path.read_text()[-5000:]
+                time.sleep(0.5)
+        finally:
+            app.kill()
+            app.wait(30)
+    counts = _counts(kafka, "wc-out")
+    assert sorted(counts) == words, log_path.read_text()[-5000:]
+    for w in words:
+        assert counts[w] == list(range(1, n + 1)), (w, counts[w][:20], log_path.read_text()[-3000:])
