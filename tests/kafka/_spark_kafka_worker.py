@@ -1,8 +1,9 @@
 """Run by test_spark.py in its own process: Spark's own Kafka connector against the listener.
 
 Usage: python _spark_kafka_worker.py BOOTSTRAP JARS(comma-separated) — writes 100 rows to topic ``sw`` with
-``df.write.format("kafka")``, reads topic ``sr`` (already filled) in a batch and as a stream, and prints
-one JSON line with what it saw.
+``df.write.format("kafka")``, reads topic ``sr`` (already filled) in a batch and as a stream, reads topic
+``stx`` (committed, aborted and open transactions) with ``kafka.isolation.level`` read_committed and
+read_uncommitted, and prints one JSON line with what it saw.
 """
 
 from __future__ import annotations
@@ -43,6 +44,20 @@ def main() -> None:
             (r.key.decode(), r.value.decode(), r.partition, r.offset)
             for r in batch.select("key", "value", "partition", "offset").collect()
         )
+        isolated = {
+            level: sorted(
+                r.v
+                for r in spark.read.format("kafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("kafka.isolation.level", level)
+                .option("subscribe", "stx")
+                .option("startingOffsets", "earliest")
+                .load()
+                .selectExpr("CAST(value AS STRING) v")
+                .collect()
+            )
+            for level in ("read_committed", "read_uncommitted")
+        }
         stream = (
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
@@ -61,7 +76,7 @@ def main() -> None:
             )
             q.awaitTermination(120)
             streamed = sorted(r.v for r in spark.sql("SELECT v FROM sr_stream").collect())
-        print(json.dumps({"batch": got, "streamed": streamed}))
+        print(json.dumps({"batch": got, "streamed": streamed, "isolated": isolated}))
     finally:
         spark.stop()
 

@@ -39,6 +39,19 @@ _SPARK_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   </dependencies>
 </project>
 """
+_STREAMS_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.topiclake</groupId><artifactId>kafka-streams-jars</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-streams</artifactId><version>{v}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+# What the tools' closure lacks of kafka-streams' (the client, compression codecs and slf4j are there).
+_STREAMS_KEEP = ("kafka-streams", "rocksdbjni")
+
 # What PySpark lacks of the connector's closure (it ships Scala, Hadoop, lz4, snappy and slf4j itself).
 _SPARK_KEEP = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2")
 
@@ -102,3 +115,13 @@ def classpath() -> str:
         if needed:
             _resolve(_POM.format(v=VERSION), directory)
     return os.pathsep.join(sorted(str(p) for p in directory.glob("*.jar")))
+
+
+def streams_classpath() -> str:
+    """The tools' classpath plus kafka-streams (and RocksDB's JNI jar), resolved on first use."""
+    directory = cache_dir().parent / f"kafka-streams-{VERSION}"
+    with _resolving(directory) as needed:
+        if needed:
+            _resolve(_STREAMS_POM.format(v=VERSION), directory, _STREAMS_KEEP)
+    extra = [str(p) for p in sorted(directory.glob("*.jar"))]
+    return os.pathsep.join([classpath(), *extra])

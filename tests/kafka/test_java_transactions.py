@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from gateway_harness import table_rows
 from kafka_harness import KafkaGateway
-from kafka_jars import classpath
+from kafka_jars import classpath, streams_classpath
 
 pytestmark = [
     pytest.mark.slow,
@@ -40,114 +40,88 @@ def _contiguous(kafka: KafkaGateway, topic: str) -> list[bytes]:
     return list(rows["value"].to_pylist())
 
 
-def test_transactional_message_copier_copies_exactly_once(kafka: KafkaGateway, tmp_path: Path) -> None:
-    n = 1000
-    kafka.gw.broker.create_topic("jin", partitions=1)
-    kafka.gw.broker.create_topic("jout", partitions=1)
-    _seed(kafka, "jin", n)
-    copier = _tool(
-        "TransactionalMessageCopier",
-        "--broker-list",
-        kafka.bootstrap,
-        "--transactional-id",
-        "copier-0",
-        "--input-topic",
-        "jin",
-        "--input-partition",
-        "0",
-        "--output-topic",
-        "jout",
-        "--consumer-group",
-        "copiers",
-        "--transaction-size",
-        "50",
+def _seed(kafka: KafkaGateway, topic: str, n: int) -> None:
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, key=str(i).encode(), value=str(i).encode(), partition=i % 2)
+    assert p.flush(30) == 0
+
+
+def _copier(kafka: KafkaGateway, partition: int) -> list[str]:
+    """Kafka's system test's copier of one input partition (its transactional id is the partition's, so a
+    restart fences the killed instance). A 10-s transaction timeout, as Kafka's system test keeps it below
+    the consumer's 60-s API timeout: the restarted copier asks for its stable position before its
+    InitProducerId, so it waits for the killed instance's open transaction to time out."""
+    return [
+        "java", "-Xmx256m", "-cp", classpath(), TOOLS + "TransactionalMessageCopier",
+        "--broker-list", kafka.bootstrap,
+        "--transactional-id", f"copier-{partition}",
+        "--input-topic", "sin",
+        "--input-partition", str(partition),
+        "--output-topic", "sout",
+        "--consumer-group", "copiers",
+        "--transaction-size", "200",
+        "--transaction-timeout", "10000",
         "--enable-random-aborts",
         "--use-group-metadata",
-        timeout=180,
-    )
-    assert copier.returncode == 0, copier.stderr[-3000:]
-    events = [json.loads(line) for line in copier.stdout.splitlines() if line.startswith("{")]
-    assert events and events[-1].get("remaining") == 0, copier.stdout[-2000:]
-    # the table holds each input exactly once: aborted copies never entered it
-    values = _contiguous(kafka, "jout")
+    ]  # fmt: skip
+
+
+def _copied(kafka: KafkaGateway, partition: int) -> int:
+    parts = table_rows(kafka.gw, "sout")["partition"].to_pylist()
+    return sum(1 for p in parts if p == partition)
+
+
+def test_copiers_with_random_aborts_one_killed_and_restarted_copy_exactly_once(
+    kafka: KafkaGateway, tmp_path: Path
+) -> None:
+    """Kafka's transactions system test: 10,000 integers in two partitions, a copier per partition with
+    random aborts and group metadata, kill -9 of one mid-run and a restart with the same transactional id;
+    a read_committed VerifiableConsumer and the output table read with delta-rs hold each value once."""
+    n = 10_000
+    kafka.gw.broker.create_topic("sin", partitions=2)
+    kafka.gw.broker.create_topic("sout", partitions=2)
+    _seed(kafka, "sin", n)
+    logs = [open(tmp_path / f"copier-{p}.out", "w") for p in (0, 1)]  # noqa: SIM115 (closed below)
+    copiers = [subprocess.Popen(_copier(kafka, p), stdout=logs[p], stderr=subprocess.STDOUT) for p in (0, 1)]
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _copied(kafka, 0) < 1000:
+            time.sleep(0.2)
+        copiers[0].kill()  # SIGKILL: mid-run, likely mid-transaction, no abort sent
+        copiers[0].wait(30)
+        killed_at = _copied(kafka, 0)
+        assert 1000 <= killed_at < n // 2, killed_at
+        copiers[0] = subprocess.Popen(_copier(kafka, 0), stdout=logs[0], stderr=subprocess.STDOUT)
+        for c in copiers:
+            assert c.wait(180) == 0, (tmp_path / "copier-0.out").read_text()[-3000:]
+    finally:
+        for c in copiers:
+            if c.poll() is None:
+                c.kill()
+                c.wait(30)
+        for f in logs:
+            f.close()
+    # the table holds each input exactly once, at contiguous offsets: aborted copies never entered it
+    values = _contiguous(kafka, "sout")
     assert sorted(int(v) for v in values) == list(range(n))
     config = tmp_path / "consumer.properties"
     config.write_text("isolation.level=read_committed\n")
     consumer = _tool(
         "VerifiableConsumer",
-        "--bootstrap-server",
-        kafka.bootstrap,
-        "--topic",
-        "jout",
-        "--group-id",
-        "verifier",
-        "--max-messages",
-        str(n),
-        "--reset-policy",
-        "earliest",
-        "--consumer.config",
-        str(config),
+        "--bootstrap-server", kafka.bootstrap,
+        "--topic", "sout",
+        "--group-id", "verifier",
+        "--max-messages", str(n),
+        "--reset-policy", "earliest",
+        "--verbose",
+        "--consumer.config", str(config),
         timeout=120,
-    )
+    )  # fmt: skip
     assert consumer.returncode == 0, consumer.stderr[-3000:]
-    consumed = [json.loads(line) for line in consumer.stdout.splitlines() if line.startswith("{")]
-    count = sum(e["count"] for e in consumed if e["name"] == "records_consumed")
-    assert count == n
-
-
-def _seed(kafka: KafkaGateway, topic: str, n: int) -> None:
-    p = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for i in range(n):
-        p.produce(topic, key=str(i).encode(), value=str(i).encode())
-    assert p.flush(30) == 0
-
-
-def _copier_args(kafka: KafkaGateway, src: str, dst: str, tid: str) -> list[str]:
-    return [
-        "--broker-list",
-        kafka.bootstrap,
-        "--transactional-id",
-        tid,
-        "--input-topic",
-        src,
-        "--input-partition",
-        "0",
-        "--output-topic",
-        dst,
-        "--consumer-group",
-        f"{tid}-group",
-        "--transaction-size",
-        "20",
-        "--use-group-metadata",
-    ]
-
-
-@pytest.mark.xfail(
-    strict=False,
-    reason="open (issue 31): in 1 of 2 full-suite runs the restarted copier's consumer could not determine "
-    "its position within 60 s (TimeoutException for kin-0); passes alone; the cause is not found yet",
-)
-def test_a_copier_killed_mid_run_and_restarted_copies_exactly_once(kafka: KafkaGateway) -> None:
-    n = 1000
-    kafka.gw.broker.create_topic("kin", partitions=1)
-    kafka.gw.broker.create_topic("kout", partitions=1)
-    _seed(kafka, "kin", n)
-    cmd = ["java", "-Xmx256m", "-cp", classpath(), TOOLS + "TransactionalMessageCopier"]
-    args = _copier_args(kafka, "kin", "kout", "killed-0")
-    first = subprocess.Popen([*cmd, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and table_rows(kafka.gw, "kout").num_rows < 200:
-            time.sleep(0.2)
-    finally:
-        first.kill()  # SIGKILL: mid-transaction, no abort sent
-        first.wait(30)
-    copied = table_rows(kafka.gw, "kout").num_rows
-    assert 200 <= copied < n, copied
-    again = _tool("TransactionalMessageCopier", *args, timeout=180)
-    assert again.returncode == 0, again.stderr[-3000:]
-    values = _contiguous(kafka, "kout")
-    assert sorted(int(v) for v in values) == list(range(n))  # no loss, no duplicate
+    events = [json.loads(line) for line in consumer.stdout.splitlines() if line.startswith("{")]
+    seen = [int(e["value"]) for e in events if e["name"] == "record_data"]
+    assert sorted(seen) == list(range(n))
 
 
 def test_producer_performance_in_transactions(kafka: KafkaGateway) -> None:
@@ -172,3 +146,96 @@ def test_producer_performance_in_transactions(kafka: KafkaGateway) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert "3000 records sent" in out.stdout, out.stdout[-2000:]
     assert len(_contiguous(kafka, "jperf")) == 3000
+
+
+def _admin(kafka: KafkaGateway, *args: str) -> str:
+    """kafka-transactions.sh (TransactionsCommand) against the gateway: its output, after it succeeded."""
+    out = _tool("TransactionsCommand", "--bootstrap-server", kafka.bootstrap, *args, timeout=60)
+    assert out.returncode == 0, (args, out.stdout[-2000:], out.stderr[-3000:])
+    return out.stdout
+
+
+def test_kafka_transactions_tool_lists_describes_and_aborts(kafka: KafkaGateway) -> None:
+    kafka.gw.broker.create_topic("tadm", partitions=1)
+    plain = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True})
+    plain.produce("tadm", value=b"plain", partition=0)
+    assert plain.flush(30) == 0
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "adm-0", "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("tadm", value=b"open", partition=0)
+    assert p.flush(30) == 0  # held by the coordinator: the transaction stays open
+
+    assert any("adm-0" in line and "Ongoing" in line for line in _admin(kafka, "list").splitlines())
+    described = _admin(kafka, "describe", "--transactional-id", "adm-0").splitlines()
+    head, row = described[0].split(), described[1].split()
+    txn = dict(zip(head, row, strict=False))
+    assert txn["TransactionState"] == "Ongoing" and "tadm-0" in described[1], described
+    pid, epoch = txn["ProducerId"], txn["ProducerEpoch"]
+    producers = _admin(kafka, "describe-producers", "--topic", "tadm", "--partition", "0")
+    listed = [line.split()[0] for line in producers.splitlines()[1:] if line.strip()]
+    assert pid in listed and len(listed) == 2, producers  # the idempotent producer and the open transaction
+    hanging = _admin(kafka, "find-hanging", "--broker-id", str(kafka.gw.broker.config.broker_id))
+    assert pid not in hanging  # nothing of an open transaction is in a log: nothing can hang
+    _admin(
+        kafka, "abort", "--topic", "tadm", "--partition", "0",
+        "--producer-id", pid, "--producer-epoch", epoch, "--coordinator-epoch", "0",
+    )  # fmt: skip
+    after = _admin(kafka, "describe", "--transactional-id", "adm-0").splitlines()
+    assert "CompleteAbort" in after[1], after
+    with pytest.raises(KafkaException):  # the aborted transaction's producer is fenced
+        p.commit_transaction(10)
+    assert [bytes(v) for v in table_rows(kafka.gw, "tadm")["value"].to_pylist()] == [b"plain"]
+
+
+STREAMS_APP = Path(__file__).resolve().parent / "java" / "EosWordCount.java"
+
+
+def _counts(kafka: KafkaGateway, topic: str) -> dict[str, list[int]]:
+    """Each key's values in offset order (a key is always in one partition)."""
+    rows = table_rows(kafka.gw, topic).to_pylist()
+    out: dict[str, list[int]] = {}
+    for r in sorted(rows, key=lambda r: (r["partition"], r["offset"])):
+        out.setdefault(r["key"].decode(), []).append(int(r["value"]))
+    return out
+
+
+def test_kafka_streams_exactly_once_v2_word_count_across_a_kill(kafka: KafkaGateway, tmp_path: Path) -> None:
+    """A Kafka Streams word count (kafka-streams from Maven Central, exactly_once_v2, every update sent)
+    killed with -9 mid-run and restarted: each word's committed counts are exactly 1, 2, ..., n."""
+    words, n = [f"w{i}" for i in range(10)], 300
+    kafka.gw.broker.create_topic("wc-in", partitions=2)
+    kafka.gw.broker.create_topic("wc-out", partitions=2)
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for _ in range(n):
+        for w in words:
+            p.produce("wc-in", key=w.encode(), value=w.encode())
+    assert p.flush(30) == 0
+    cmd = [
+        "java", "-Xmx384m", "-cp", streams_classpath(), str(STREAMS_APP),
+        kafka.bootstrap, "wc", str(tmp_path / "state"), "wc-in", "wc-out",
+    ]  # fmt: skip
+    log_path = tmp_path / "streams.out"
+    with open(log_path, "w") as log:
+        app = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and table_rows(kafka.gw, "wc-out").num_rows < 600:
+                assert app.poll() is None, log_path.read_text()[-5000:]
+                time.sleep(0.2)
+            app.kill()  # SIGKILL mid-run: an open transaction, no close
+            app.wait(30)
+            killed_at = table_rows(kafka.gw, "wc-out").num_rows
+            assert 600 <= killed_at < n * len(words), (killed_at, log_path.read_text()[-5000:])
+            app = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 150
+            while time.monotonic() < deadline and table_rows(kafka.gw, "wc-out").num_rows < n * len(words):
+                assert app.poll() is None, log_path.read_text()[-5000:]
+                time.sleep(0.5)
+        finally:
+            app.kill()
+            app.wait(30)
+    counts = _counts(kafka, "wc-out")
+    assert sorted(counts) == words, log_path.read_text()[-5000:]
+    for w in words:
+        assert counts[w] == list(range(1, n + 1)), (w, counts[w][:20], log_path.read_text()[-3000:])

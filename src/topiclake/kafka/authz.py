@@ -146,6 +146,17 @@ _SPLITS: dict[int, _Split] = {
         None,
         (("error_message", "Authorization failed."),),
     ),
+    61: _Split(
+        Operation.READ,
+        "topics",
+        "name",
+        "partition_indexes",
+        "topics",
+        "name",
+        "partitions",
+        "partition_index",
+        (("error_message", "Authorization failed."), ("active_producers", [])),
+    ),
     42: _Split(
         Operation.DELETE, "groups_names", "", None, "results", "group_id", None, None, (), G, _GROUP_FAIL
     ),
@@ -326,6 +337,8 @@ async def guarded(ctx: Context, req: Request, handler: Handler) -> dict[str, Any
             or ctx.security.authorizer.authorize_any(conn.principal, conn.host, Operation.WRITE, T)
         ):
             return {"error_code": _CLUSTER_FAIL, "producer_id": -1, "producer_epoch": -1}
+    if key == 27 and not _cluster(ctx, req, Operation.CLUSTER_ACTION):  # WriteTxnMarkers, as Kafka
+        return authz_txn.markers_refused(req.body, _CLUSTER_FAIL)
     if key in _SPLITS:
         out = await _split(ctx, req, handler, _SPLITS[key])
         if key == 9 and out is not None and req.body.topics is None:

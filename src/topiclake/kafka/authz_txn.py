@@ -120,3 +120,24 @@ def filter_answer(ctx: Context, req: Request, out: dict[str, Any]) -> dict[str, 
             if _may(ctx, req, Operation.DESCRIBE, X, str(s["transactional_id"]))
         ]
     return out
+
+
+def markers_refused(b: Any, code: int) -> dict[str, Any]:
+    """A WriteTxnMarkers answer refusing every partition with ``code`` (it needs ClusterAction)."""
+    return {
+        "markers": [
+            {
+                "producer_id": m.producer_id,
+                "topics": [
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {"partition_index": p, "error_code": code} for p in t.partition_indexes
+                        ],
+                    }
+                    for t in m.topics
+                ],
+            }
+            for m in b.markers
+        ]
+    }

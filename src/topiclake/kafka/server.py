@@ -14,6 +14,7 @@ import errno
 import logging
 import socket
 import ssl
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
@@ -42,6 +43,7 @@ _CLOSE: Final = object()
 _PIPELINE: Final = 32
 #: How often open transactions are checked for their timeout (Kafka: every 10 s; the check is in memory).
 _SWEEP_S: Final = 1.0
+_COMPACT_EVERY_S: Final = 3600.0  # compaction of _system/transactions (old commits' records)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,10 +201,15 @@ class KafkaListener:
         logger.info("kafka listener of broker %d closed", self.broker.config.broker_id)
 
     async def _sweep_transactions(self) -> None:
-        """Roll forward decided commits (after a restart), then abort timed-out transactions every second."""
+        """Roll forward decided commits (after a restart), then abort timed-out transactions every second;
+        compact ``_system/transactions`` every hour."""
+        compacted = time.monotonic()
         while True:
             try:
                 await self.context.run(self.transactions.abort_expired)
+                if time.monotonic() - compacted > _COMPACT_EVERY_S:
+                    compacted = time.monotonic()
+                    await self.context.run(self.transactions.compact)
             except Exception:  # logged; the next sweep tries again
                 logger.exception("kafka: transaction sweep failed")
             await asyncio.sleep(_SWEEP_S)

@@ -35,6 +35,7 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     24: (0, 3),  # AddPartitionsToTxn (v4+ is broker-to-broker only)
     25: (0, 3),  # AddOffsetsToTxn
     26: (0, 3),  # EndTxn (v4 adds TRANSACTION_ABORTABLE, v5 is KIP-890's transaction version 2)
+    27: (1, 2),  # WriteTxnMarkers (an administrator's abort; no markers in the logs: handlers/txn_admin.py)
     28: (0, 3),  # TxnOffsetCommit
     29: (1, 3),  # DescribeAcls
     30: (1, 3),  # CreateAcls
@@ -48,6 +49,7 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions (v2 adds a name pattern filter)
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; v1: the client names its member id, topic regex)

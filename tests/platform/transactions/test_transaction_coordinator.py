@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from topiclake.errors import InvalidTxnState, ProducerFenced, StorageError
+from topiclake.errors import GroupNotFound, InvalidTxnState, ProducerFenced, RecordTooLarge, StorageError
 from topiclake.platform import Broker, BrokerConfig, Storage
 from topiclake.platform.transactions import TransactionCoordinator, TxnState
 
@@ -145,3 +145,66 @@ def test_pipelined_batches_commit_in_sequence_order(storage: Storage, broker: Br
     coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, _batch("c"))  # a retry
     coord.end_txn("pipe", info.producer_id, info.epoch, commit=True)
     assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")]
+
+
+def test_a_transaction_past_its_timeout_holds_no_offsets_and_cannot_commit_before_the_sweep(
+    storage: Storage, broker: Broker
+) -> None:
+    # a restarted consumer asks for stable offsets before its producer's InitProducerId: it must not wait
+    # for the sweep (nor lose the race with its own 60 s timeout, issue 31's flake)
+    now = [100.0]
+    coord = TransactionCoordinator(broker, clock=lambda: now[0])
+    info = coord.init_producer_id("copier", 1_000)
+    coord.add_offsets("copier", info.producer_id, info.epoch, "g")
+    coord.stage_offsets("copier", info.producer_id, info.epoch, "g", {("t", 0): (5, None)})
+    assert coord.pending_offsets("g") == {("t", 0)}
+    now[0] += 1.5  # past the timeout; no sweep ran
+    assert coord.pending_offsets("g") == set()
+    with pytest.raises(ProducerFenced):
+        coord.end_txn("copier", info.producer_id, info.epoch, commit=True)
+    assert coord.abort_expired() == []  # already aborted and fenced by the late request
+    assert coord.describe()[0].epoch == info.epoch + 1
+    with pytest.raises(GroupNotFound):  # nothing was ever committed to the group
+        broker.groups.committed("g")
+
+
+def test_held_records_are_bounded_with_a_clear_error(storage: Storage, broker: Broker) -> None:
+    one = _batch("x" * 1000).nbytes
+    coord = TransactionCoordinator(broker, max_held_bytes=int(2.5 * one))
+    a = coord.init_producer_id("a", 60_000)
+    b = coord.init_producer_id("b", 60_000)
+    coord.add_partitions("a", a.producer_id, a.epoch, [("t", 0)])
+    coord.add_partitions("b", b.producer_id, b.epoch, [("t", 1)])
+    coord.stage("a", a.producer_id, a.epoch, "t", 0, 0, _batch("x" * 1000))
+    coord.stage("a", a.producer_id, a.epoch, "t", 0, 0, _batch("x" * 1000))  # a retry takes no more room
+    coord.stage("b", b.producer_id, b.epoch, "t", 1, 0, _batch("x" * 1000))
+    with pytest.raises(RecordTooLarge, match="commit in smaller transactions"):  # the bound is per broker
+        coord.stage("b", b.producer_id, b.epoch, "t", 1, 1, _batch("x" * 1000))
+    coord.end_txn("a", a.producer_id, a.epoch, commit=True)  # its records left memory for the table
+    coord.stage("b", b.producer_id, b.epoch, "t", 1, 1, _batch("x" * 1000))
+    coord.end_txn("b", b.producer_id, b.epoch, commit=True)
+    assert [v for _p, _o, v in _values(storage)] == ["x" * 1000] * 3
+
+
+def test_compaction_clears_committed_records_and_keeps_what_recovery_needs(
+    storage: Storage, broker: Broker
+) -> None:
+    coord = TransactionCoordinator(broker)
+    pid, epoch = _open(coord)
+    coord.end_txn("tid", pid, epoch, commit=True)
+    pid, epoch = _open(coord, "cut")
+    _fail_on(coord, "complete_commit")  # decided, not complete: its records are still needed
+    with pytest.raises(StorageError):
+        coord.end_txn("cut", pid, epoch, commit=True)
+    assert coord.compact(keep_ms=3_600_000) == 0  # nothing old enough
+    assert coord.compact(keep_ms=0) == 2  # the complete commit's two partition rows, not the undecided's
+    rows = DeltaTable(storage.system_uri("transactions")).to_pyarrow_table().to_pylist()
+    held = sorted(
+        (r["transactional_id"], r["records"] is not None) for r in rows if r["kind"] == "prepare_commit"
+    )
+    assert held == [("cut", True), ("cut", True), ("tid", False), ("tid", False)]
+    again = TransactionCoordinator(broker)  # a restart: the undecided commit rolls forward, once
+    again.recover()
+    assert sorted(v for _p, _o, v in _values(storage)) == ["a", "a", "b", "b", "c", "c"]  # none twice
+    again.close()
+    coord.close()

@@ -24,6 +24,7 @@ from topiclake.kafka.handlers import (
     produce,
     quotas,
     transactions,
+    txn_admin,
 )
 from topiclake.kafka.versions import SUPPORTED
 
@@ -51,6 +52,7 @@ HANDLERS: dict[int, Handler] = {
     24: transactions.add_partitions_to_txn,
     25: transactions.add_offsets_to_txn,
     26: transactions.end_txn,
+    27: txn_admin.write_txn_markers,
     28: transactions.txn_offset_commit,
     29: acls.describe_acls,
     30: acls.create_acls,
@@ -64,6 +66,7 @@ HANDLERS: dict[int, Handler] = {
     47: groups.offset_delete,
     48: quotas.describe_client_quotas,
     49: quotas.alter_client_quotas,
+    61: txn_admin.describe_producers,
     65: transactions.describe_transactions,
     66: transactions.list_transactions,
     68: consumer_groups.consumer_group_heartbeat,

@@ -61,6 +61,13 @@ class LogReads(LogBase):
         """The end offset: one past the last committed record."""
         return self._partition(partition).high_watermark
 
+    def producers(self, partition: int) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, last sequence) of the idempotent producers of ``partition`` this broker
+        has seen since it opened the log (Kafka's DescribeProducers); ``partition`` must exist."""
+        self._partition(partition)
+        with self._lock:
+            return self._producers.active(partition)
+
     def log_start_offset(self, partition: int) -> int:
         """The first offset still in the log (advanced by retention and deletion only)."""
         part = self._partition(partition)

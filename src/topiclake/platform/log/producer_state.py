@@ -142,6 +142,10 @@ class ProducerStates:
         entry.recent.append((info.base_sequence, count, handle))
         return encode_state(entry.epoch, entry.last_sequence)
 
+    def active(self, scope: int) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, last sequence) of the producers this broker has seen numbering ``scope``."""
+        return sorted((pid, e.epoch, e.last_sequence) for (pid, s), e in self._entries.items() if s == scope)
+
     def forget(self, partitions: set[int]) -> None:
         """Drop the in-memory state of producers numbering these partitions, and of topic-scoped producers.
 

@@ -64,11 +64,25 @@ class Txn:
     offsets: dict[str, Offsets] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[Row] = field(default_factory=list)  # a decided commit not rolled forward yet
+    held_bytes: int = 0  # of the staged records (Arrow buffers), for the coordinator's memory bound
 
-    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """Partitions of ``group_id`` whose offsets this id's open or deciding transaction holds."""
+    def hold(self, key: TopicPartition, base_sequence: int, records: pa.Table) -> None:
+        """Stage a batch (a retry replaces itself). Caller holds ``lock``."""
+        batches = self.staged.setdefault(key, {})
+        old = batches.get(base_sequence)
+        self.held_bytes += records.nbytes - (old.nbytes if old is not None else 0)
+        batches[base_sequence] = records
+
+    def expired(self, now: float) -> bool:
+        """Whether the open transaction has outlived its timeout (``now``: monotonic seconds). It can no
+        longer commit: its next request, or the sweep, aborts it."""
+        return self.state is TxnState.ONGOING and now - self.started > self.timeout_ms / 1000
+
+    def pending_offsets(self, group_id: str, now: float) -> set[TopicPartition]:
+        """Partitions of ``group_id`` whose offsets this id's open or deciding transaction holds (an
+        expired transaction's never commit, so they are not pending, whether or not the sweep ran yet)."""
         if self.state is TxnState.ONGOING:
-            return set(self.offsets.get(group_id, {}))
+            return set() if self.expired(now) else set(self.offsets.get(group_id, {}))
         if self.state is TxnState.PREPARE_COMMIT:
             return {
                 tp
@@ -95,6 +109,7 @@ class Txn:
         """Forget what the transaction staged (it ended)."""
         self.partitions.clear()
         self.staged.clear()
+        self.held_bytes = 0
         self.groups.clear()
         self.offsets.clear()
 

@@ -141,6 +141,24 @@ class TransactionTable:
         )
         return self._read(SCHEMA.names, wanted)
 
+    def drop_records(self, before_ms: int) -> int:
+        """Compaction: clear the ``records`` of ``prepare_commit`` rows older than ``before_ms`` (the
+        caller picks it below every commit not yet complete: only an unfinished roll-forward reads them).
+        Returns the rows cleared. The rows stay: recovery needs their sequences and counts.
+
+        Raises:
+            StorageError: The rewrite failed (a conflict with another writer too; try again later).
+        """
+        predicate = f"kind = 'prepare_commit' AND records IS NOT NULL AND at_ms < {int(before_ms)}"
+        try:
+            if not self._storage.is_table(self.uri):
+                return 0
+            dt = DeltaTable(self.uri, storage_options=self._storage.options())
+            metrics = dt.update(updates={"records": "NULL"}, predicate=predicate)
+        except FOREIGN_ERRORS as exc:
+            raise StorageError(f"cannot compact {self.uri}: {exc}") from exc
+        return int(metrics.get("num_updated_rows", 0))
+
     def _read(self, names: list[str], where: pc.Expression | None) -> list[Row]:
         try:
             if not self._storage.is_table(self.uri):

@@ -35,12 +35,13 @@ from topiclake.errors import (
 )
 from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
+from topiclake.platform.transactions._ending import abort, expire, now_ms
+from topiclake.platform.transactions._housekeeping import Housekeeping
 from topiclake.platform.transactions._recovery import load_one, replay
 from topiclake.platform.transactions._rollforward import RollForward
 from topiclake.platform.transactions._state import (
     Txn,
     TxnState,
-    TxnSummary,
     decision_rows,
     new_producer_id,
     next_epoch,
@@ -55,16 +56,19 @@ logger = logging.getLogger(__name__)
 
 #: Kafka's ``transaction.max.timeout.ms`` default (15 min).
 MAX_TIMEOUT_MS = 900_000
+#: What open transactions may hold in memory on one broker together (their records wait for the commit).
+MAX_HELD_BYTES = 256 * 1024 * 1024
 
 TopicPartition = tuple[str, int]
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(Housekeeping):
     """Transactions of this broker's transactional ids.
 
     Args:
         broker: The broker whose logs and groups the transactions write to.
         max_timeout_ms: Kafka's ``transaction.max.timeout.ms``.
+        max_held_bytes: What open transactions may hold together; a batch beyond it is refused.
         clock: Monotonic seconds (tests pass their own).
     """
 
@@ -73,11 +77,13 @@ class TransactionCoordinator:
         broker: Broker,
         *,
         max_timeout_ms: int = MAX_TIMEOUT_MS,
+        max_held_bytes: int = MAX_HELD_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._broker = broker
         self._table = TransactionTable(broker.storage)
         self._max_timeout_ms = max_timeout_ms
+        self._max_held_bytes = max_held_bytes
         self._clock = clock
         self._lock = threading.Lock()
         self._txns: dict[str, Txn] = {}
@@ -132,8 +138,11 @@ class TransactionCoordinator:
             )
         return txn
 
-    @staticmethod
-    def _check(txn: Txn, producer_id: int, epoch: int) -> None:
+    def _check(self, txn: Txn, producer_id: int, epoch: int) -> None:
+        """The request is of ``txn``'s current producer (a transaction past its timeout is aborted and its
+        producer fenced here, as the sweep would a moment later). Caller holds ``txn.lock``."""
+        if txn.expired(self._clock()):
+            expire(self._table, txn)
         if producer_id != txn.producer_id:
             raise InvalidProducerIdMapping(
                 f"transactional id {txn.transactional_id!r} is mapped to another producer id",
@@ -181,10 +190,10 @@ class TransactionCoordinator:
                     transactional_id=transactional_id,
                 )
             if txn.state is TxnState.ONGOING:
-                self._abort(txn, "a new instance initialized")
+                abort(self._table, txn, "a new instance initialized")
             pid, new_epoch = next_epoch(txn.producer_id, txn.epoch)
             self._table.append(
-                [Row("epoch", transactional_id, pid, new_epoch, _now_ms(), timeout_ms, txn.txn_seq)]
+                [Row("epoch", transactional_id, pid, new_epoch, now_ms(), timeout_ms, txn.txn_seq)]
             )
             txn.producer_id, txn.epoch, txn.timeout_ms = pid, new_epoch, timeout_ms
             logger.info("transactions: %s is producer %d epoch %d", transactional_id, pid, new_epoch)
@@ -202,7 +211,7 @@ class TransactionCoordinator:
             txn.state = TxnState.ONGOING
             txn.txn_seq += 1
             txn.started = self._clock()
-            txn.started_ms = _now_ms()
+            txn.started_ms = now_ms()
 
     def add_partitions(
         self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
@@ -263,10 +272,12 @@ class TransactionCoordinator:
         Raises:
             InvalidProducerIdMapping, ProducerFenced: Not the transactional id's current producer.
             InvalidTxnState: No transaction open, or the partition was not added to it.
+            RecordTooLarge: Open transactions would hold more than ``max_held_bytes`` with this batch.
         """
         txn = self._get(transactional_id)
         key = (topic, partition)
         records = self._broker.screen(topic, records)  # a record that cannot be appended fails now
+        self._check_room(records.nbytes)
         with txn.lock:
             self._check(txn, producer_id, epoch)
             if txn.state is not TxnState.ONGOING or key not in txn.partitions:
@@ -276,7 +287,7 @@ class TransactionCoordinator:
                     partition=partition,
                 )
             # in sequence order at commit, whatever order pipelined requests arrive in; a retry is kept once
-            txn.staged.setdefault(key, {})[base_sequence] = records
+            txn.hold(key, base_sequence, records)
 
     # ------------------------------------------------------------------ the end
 
@@ -305,9 +316,9 @@ class TransactionCoordinator:
                     transactional_id=transactional_id,
                 )
             if not commit:
-                self._abort(txn, "the producer aborted")
+                abort(self._table, txn, "the producer aborted")
                 return
-            decision = decision_rows(txn, self._next_seq, _now_ms())
+            decision = decision_rows(txn, self._next_seq, now_ms())
             self._table.append(decision)  # from here on the transaction is committed
             for row in decision:
                 if row.topic is not None and row.partition is not None:
@@ -328,72 +339,3 @@ class TransactionCoordinator:
     def close(self) -> None:
         """Release the roll-forward threads (a roll-forward in progress finishes)."""
         self._roll.close()
-
-    def _abort(self, txn: Txn, why: str) -> None:
-        """Drop an open transaction's staged records and offsets. Caller holds ``txn.lock``."""
-        self._table.append(
-            [
-                Row(
-                    "complete_abort",
-                    txn.transactional_id,
-                    txn.producer_id,
-                    txn.epoch,
-                    _now_ms(),
-                    txn.timeout_ms,
-                    txn.txn_seq,
-                )
-            ]
-        )
-        txn.clear()
-        txn.state = TxnState.COMPLETE_ABORT
-        logger.info("transactions: %s #%d aborted (%s)", txn.transactional_id, txn.txn_seq, why)
-
-    # ------------------------------------------------------------------ housekeeping and views
-
-    def abort_expired(self) -> list[str]:
-        """Abort open transactions older than their timeout and bump their epoch (the sweep; Kafka's 10 s).
-
-        Also retries the roll-forward of decided commits a failed EndTxn left behind. Returns the
-        transactional ids aborted.
-        """
-        self.recover()
-        now = self._clock()
-        aborted = []
-        with self._lock:
-            txns = list(self._txns.values())
-        for txn in txns:
-            if not txn.lock.acquire(blocking=False):
-                continue
-            try:
-                if txn.state is TxnState.PREPARE_COMMIT:
-                    self._finish_commit(txn)
-                elif txn.state is TxnState.ONGOING and now - txn.started > txn.timeout_ms / 1000:
-                    self._abort(txn, f"timed out after {txn.timeout_ms} ms")
-                    pid, epoch = next_epoch(txn.producer_id, txn.epoch)
-                    row = Row(
-                        "epoch", txn.transactional_id, pid, epoch, _now_ms(), txn.timeout_ms, txn.txn_seq
-                    )
-                    self._table.append([row])
-                    txn.producer_id, txn.epoch = pid, epoch
-                    aborted.append(txn.transactional_id)
-            except Exception:  # the sweep goes on with the other transactions; this one is tried again
-                logger.exception("transactions: sweep of %s failed", txn.transactional_id)
-            finally:
-                txn.lock.release()
-        return aborted
-
-    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """Partitions of ``group_id`` with offsets in an open or deciding transaction (require_stable)."""
-        with self._lock:
-            txns = list(self._txns.values())
-        return {tp for txn in txns for tp in txn.pending_offsets(group_id)}
-
-    def describe(self) -> list[TxnSummary]:
-        """Every transactional id this coordinator knows, by id."""
-        with self._lock:
-            txns = sorted(self._txns.values(), key=lambda t: t.transactional_id)
-        return [t.summary() for t in txns]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

@@ -1,0 +1,44 @@
+"""How an open transaction ends without a commit: the abort row, and the epoch bump that fences its
+producer after a timeout (shared by the producer's abort, a new instance's InitProducerId, the sweep and a
+late request of a transaction whose timeout has passed)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from topiclake.platform.transactions._state import Txn, TxnState, next_epoch
+from topiclake.platform.transactions._table import Row, TransactionTable
+
+logger = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds (the table's ``at_ms``)."""
+    return int(time.time() * 1000)
+
+
+def abort(table: TransactionTable, txn: Txn, why: str) -> None:
+    """Record the abort of ``txn``'s open transaction and drop what it staged. Caller holds ``txn.lock``."""
+    row = Row(
+        "complete_abort",
+        txn.transactional_id,
+        txn.producer_id,
+        txn.epoch,
+        now_ms(),
+        txn.timeout_ms,
+        txn.txn_seq,
+    )
+    table.append([row])
+    txn.clear()
+    txn.state = TxnState.COMPLETE_ABORT
+    logger.info("transactions: %s #%d aborted (%s)", txn.transactional_id, txn.txn_seq, why)
+
+
+def expire(table: TransactionTable, txn: Txn, why: str = "") -> None:
+    """Abort a transaction open longer than its timeout (or aborted by an administrator) and bump the
+    epoch: its producer is fenced, as by Kafka's coordinator. Caller holds ``txn.lock``."""
+    abort(table, txn, why or f"timed out after {txn.timeout_ms} ms")
+    pid, epoch = next_epoch(txn.producer_id, txn.epoch)
+    table.append([Row("epoch", txn.transactional_id, pid, epoch, now_ms(), txn.timeout_ms, txn.txn_seq)])
+    txn.producer_id, txn.epoch = pid, epoch
