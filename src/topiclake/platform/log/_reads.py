@@ -22,6 +22,10 @@ from topiclake.platform.records import FetchResult
 from topiclake.schemas import TOPIC_SCHEMA
 
 logger = logging.getLogger("topiclake.platform.log.topic_log")  # one logger for all parts of the log
+#: A read that reached the end of a big file goes on into the next files if at least this much of its
+#: byte limit is left (less is not worth a file's open).
+_READ_ON_MIN_BYTES = 64 * 1024
+_READ_ON_FILES = 8
 
 
 class LogReads(LogBase):
@@ -181,7 +185,7 @@ class LogReads(LogBase):
             if all(f.min_offset > first.max_offset for f in candidates[1:]):
                 rows = self._cursors.read(self._fs, first, start, max_records, max_bytes)
                 if rows is not None:
-                    return rows
+                    return self._read_on(rows, first, candidates[1:], max_records, max_bytes)
         cached = self._read_cached(candidates, start, max_records, max_bytes)
         if cached is not None:
             return cached
@@ -205,6 +209,36 @@ class LogReads(LogBase):
             start = min(f.min_offset for f in later)
             candidates = later
         return None
+
+    def _read_on(
+        self, rows: pa.Table, file: DataFile, later: list[DataFile], max_records: int, max_bytes: int
+    ) -> pa.Table:
+        """``rows`` read from ``file`` and, when they reach its end, the next big files' records up to
+        the limits (at most :data:`_READ_ON_FILES` files in all).
+
+        A cursor reads one file; without this, a fetch that reached a file's end answered its last few
+        records alone, and a partition of files of a few MiB took a third more fetches.
+        """
+        pieces = [rows]
+        n, size = rows.num_rows, rows.nbytes
+        cache = self._file_cache
+        for k, f in enumerate(later[: _READ_ON_FILES - 1]):
+            if not pieces[-1].num_rows or int(pieces[-1]["offset"][-1].as_py()) < file.max_offset:
+                break  # the last file read is not exhausted: the limits stopped it
+            if n >= max_records or size + _READ_ON_MIN_BYTES > max_bytes:
+                break
+            if cache is not None and cache.keeps(f.size_bytes):
+                break  # small files: the next fetch reads them from the cache, many at a time
+            if k + 1 < len(later) and later[k + 1].min_offset <= f.max_offset:
+                break  # overlapped by a later file: the general path reads such windows
+            more = self._cursors.read(self._fs, f, file.max_offset + 1, max_records - n, max_bytes - size)
+            if more is None or not more.num_rows:
+                break
+            file = f
+            pieces.append(more)
+            n += more.num_rows
+            size += more.nbytes
+        return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
 
     def _read_cached(
         self, candidates: list[DataFile], start: int, max_records: int, max_bytes: int
