@@ -14,15 +14,16 @@ one machine. Every load is bounded by a record count and a timeout.
     python bench/kafka_bench.py --records 300000 --only consume   # ConsumerPerformance, confluent-kafka
     python bench/kafka_bench.py --only latency                   # EndToEndLatency acks=all
 
-``--only consume`` fills a 1- and a 3-partition topic with ProducerPerformance, then reads each twice with
-Kafka's ConsumerPerformance and with confluent-kafka's consumer (a group, ``fetch.queue.backoff.ms=0``):
-first right after the produce (the newest records in the tail cache, the rest in the small files just
-written), then once the broker's compaction has merged those files (history); each read row also gives
-the seconds to the first records (the group join and the first fetches) and the rate after them. ``--only latency`` runs
-Kafka's EndToEndLatency (acks=all: send, ack, poll back, one record at a time) and 32 confluent-kafka
-producers with one synchronous acks=all send each (the anchor's row uses Java), and one confluent-kafka
-producer sending one record at a time to a consumer of 1 and 3 partitions waiting at their end (the
-send's ack and the poll back timed apart: the consumer's wake-up is their difference);
+``--only consume`` fills a 1- and a 3-partition topic with ProducerPerformance, then reads each twice
+with Kafka's ConsumerPerformance and with confluent-kafka's consumer (a group,
+``fetch.queue.backoff.ms=0``): first right after the produce (the newest records in the tail cache, the
+rest in the small files just written), then once the broker's compaction has merged those files
+(history); each read row also gives the seconds to the first records (the group join and the first
+fetches) and the rate after them. ``--only latency`` runs Kafka's EndToEndLatency (acks=all: send, ack,
+poll back, one record at a time) and 32 confluent-kafka producers with one synchronous acks=all send each
+(the anchor's row uses Java), and one confluent-kafka producer sending one record at a time to a consumer
+of 1 and 3 partitions waiting at their end (the send's ack and the poll back timed apart: the consumer's
+wake-up is their difference);
 ``--only consume,latency`` runs both. The anchor (``--anchor``) runs ``ONLY=cmp`` for these, so Kafka's
 rows come from the same run.
 

@@ -205,7 +205,8 @@ class LogReads(LogBase):
                     wanted = wanted[: i + 1]
                     break
             table = read_files(self._fs, wanted, start, self._file_cache)
-            table = table.filter(pc.less(table["offset"], window_end))
+            if table.num_rows and int(pc.max(table["offset"]).as_py()) >= window_end:  # a copy: when needed
+                table = table.filter(pc.less(table["offset"], window_end))
             if table.num_rows:
                 return bounded_concat([table], max_records, max_bytes)
             later = [f for f in candidates if f.min_offset >= window_end]

@@ -209,8 +209,8 @@ def read_files(
     table = pa.concat_tables(tables)
     if table.column(0).num_chunks > 1:  # one chunk per small file: kernels cost per chunk
         table = table.combine_chunks()
-    if min_offset > 0:
-        table = table.filter(pc.greater_equal(table["offset"], min_offset))
+    if min_offset > 0 and table.num_rows and int(pc.min(table["offset"]).as_py()) < min_offset:
+        table = table.filter(pc.greater_equal(table["offset"], min_offset))  # a copy: only when needed
     return by_offset(table)
 
 
