@@ -14,14 +14,16 @@ one machine. Every load is bounded by a record count and a timeout.
     python bench/kafka_bench.py --records 300000 --only consume   # ConsumerPerformance, confluent-kafka
     python bench/kafka_bench.py --only latency                   # EndToEndLatency acks=all
 
-``--only consume`` fills a 1- and a 3-partition topic with ProducerPerformance, then reads each twice with
-Kafka's ConsumerPerformance and with confluent-kafka's consumer (a group, ``fetch.queue.backoff.ms=0``):
-first right after the produce (the newest records in the tail cache, the rest in the small files just
-written), then once the broker's compaction has merged those files (history). ``--only latency`` runs
-Kafka's EndToEndLatency (acks=all: send, ack, poll back, one record at a time) and 32 confluent-kafka
-producers with one synchronous acks=all send each (the anchor's row uses Java), and one confluent-kafka
-producer sending one record at a time to a consumer of 1 and 3 partitions waiting at their end (the
-send's ack and the poll back timed apart: the consumer's wake-up is their difference);
+``--only consume`` fills a 1- and a 3-partition topic with ProducerPerformance, then reads each twice
+with Kafka's ConsumerPerformance and with confluent-kafka's consumer (a group,
+``fetch.queue.backoff.ms=0``): first right after the produce (the newest records in the tail cache, the
+rest in the small files just written), then once the broker's compaction has merged those files
+(history); each read row also gives the seconds to the first records (the group join and the first
+fetches) and the rate after them. ``--only latency`` runs Kafka's EndToEndLatency (acks=all: send, ack,
+poll back, one record at a time) and 32 confluent-kafka producers with one synchronous acks=all send each
+(the anchor's row uses Java), and one confluent-kafka producer sending one record at a time to a consumer
+of 1 and 3 partitions waiting at their end (the send's ack and the poll back timed apart: the consumer's
+wake-up is their difference);
 ``--only consume,latency`` runs both. The anchor (``--anchor``) runs ``ONLY=cmp`` for these, so Kafka's
 rows come from the same run.
 
@@ -99,7 +101,8 @@ _CP_LINE = re.compile(r"^[\d-]+ [\d:.]+, [\d-]+ [\d:.]+, .*$", re.M)
 
 
 def consumer_performance(bootstrap: str, topic: str, records: int, group: str) -> dict[str, float]:
-    """Kafka's ConsumerPerformance (a group member, client defaults): records/s including the join."""
+    """Kafka's ConsumerPerformance (a group member, client defaults): records/s including the join, the
+    join's seconds, and the rate without it."""
     cmd = ["java", "-cp", classpath(), "org.apache.kafka.tools.ConsumerPerformance"]
     cmd += ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records)]
     cmd += ["--group", group, "--timeout", "60000"]
@@ -108,11 +111,13 @@ def consumer_performance(bootstrap: str, topic: str, records: int, group: str) -
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"ConsumerPerformance failed: {out.stdout[-1000:]} {out.stderr[-1000:]}")
     f = [x.strip() for x in lines[-1].split(",")]
-    return {"records": float(f[4]), "rec_per_s": float(f[5]), "rec_per_s_excl_join": float(f[9])}
+    join_s = float(f[6]) / 1000  # rebalance time; f[9] is the rate without it
+    return {"records": float(f[4]), "rec_per_s": float(f[5]), "join_s": join_s, "after": float(f[9])}
 
 
 def confluent_consume(bootstrap: str, topic: str, records: int, group: str) -> dict[str, float]:
-    """confluent-kafka group consumer (``fetch.queue.backoff.ms=0``), as the anchor's ck_consume."""
+    """confluent-kafka group consumer (``fetch.queue.backoff.ms=0``), as the anchor's ck_consume: records/s
+    from the subscribe, the seconds to the first records (the join and first fetches), the rate after."""
     from confluent_kafka import Consumer
 
     c = Consumer(
@@ -127,13 +132,17 @@ def confluent_consume(bootstrap: str, topic: str, records: int, group: str) -> d
     deadline = start + 300
     c.subscribe([topic])
     got = 0
+    first = None
     while got < records and time.perf_counter() < deadline:
         got += sum(1 for m in c.consume(num_messages=10000, timeout=1.0) if m.error() is None)
-    elapsed = time.perf_counter() - start
+        if got and first is None:
+            first = time.perf_counter()
+    end = time.perf_counter()
     c.close()
-    if got < records:
+    if got < records or first is None:
         raise RuntimeError(f"consumed {got} of {records}")
-    return {"records": float(got), "rec_per_s": got / elapsed}
+    after = got / (end - first) if end > first else 0.0
+    return {"records": float(got), "rec_per_s": got / (end - start), "join_s": first - start, "after": after}
 
 
 _E2E = re.compile(r"Avg latency: ([\d.]+) ms.*?50th = (\d+), 99th = (\d+)", re.S)
@@ -378,8 +387,9 @@ def main() -> int:
         "",
         f"Machine: {facts}",
         "",
-        "| target | scenario | records/s | avg ms | p99 ms | ack avg / p99 ms | broker RSS MiB |",
-        "|---|---|---|---|---|---|---|",
+        "| target | scenario | records/s | avg ms | p99 ms | ack avg / p99 ms | join s / rec/s after "
+        "| broker RSS MiB |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [
@@ -389,6 +399,7 @@ def main() -> int:
             r.get("avg_ms", ""),
             r.get("p99_ms", ""),
             f"{r['ack_avg_ms']:.2f} / {r['ack_p99_ms']:.2f}" if "ack_avg_ms" in r else "",
+            f"{r['join_s']:.2f} / {r['after']:,.0f}" if "join_s" in r else "",
             f"{r['rss_mib']:.0f}" if r.get("rss_mib") else "",
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")

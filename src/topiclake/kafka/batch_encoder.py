@@ -178,8 +178,15 @@ def encode_up_to(rows: pa.Table, max_bytes: int | None, leader_epoch: int = 0) -
     if max_bytes is not None:
         fits = np.cumsum(body + body_var[1]) + _HEAD.size * (batch_of + 1) <= max_bytes
         keep = max(int(np.count_nonzero(fits)), 1)  # cumulative sizes ascend: the fitting rows lead
-        if keep < n:
-            return encode_up_to(rows.slice(0, keep), None, leader_epoch)
+        if keep < n:  # the first rows only: every per-row column cut, nothing computed again
+            n = keep
+            offsets, stamps, types, body = offsets[:n], stamps[:n], types[:n], body[:n]
+            keys, values, hpart = keys.slice(0, n), values.slice(0, n), hpart.slice(0, n)
+            ts_var, off_var, k_var, v_var, body_var = (
+                (z[:n], size[:n]) for z, size in (ts_var, off_var, k_var, v_var, body_var)
+            )
+            starts = starts[starts < n]
+            ends = np.append(starts[1:], n)
     attrs = np.zeros(n, dtype=np.uint64)  # record attributes: unused, one zero byte
     pre = _fields([body_var, (attrs, np.ones(n, dtype=np.int64)), ts_var, off_var, k_var])
     mid = _fields([v_var])

@@ -60,3 +60,15 @@ def test_broker_fetches_of_history_use_the_cache(tmp_path: Path) -> None:
         assert again.equals(first) and first.num_rows == 30
         assert first["value"].to_pylist() == [b"v" * i for i in range(30)]
         assert isinstance(first, pa.Table)
+
+
+def test_a_cold_fetch_decodes_the_files_its_byte_limit_needs_not_all(tmp_path: Path) -> None:
+    """Small files of well-compressed records: the window is bounded by their records too, not only by
+    their size on disk (which let a cold 1 MiB fetch decode ~80,000 records to answer ~6,000)."""
+    storage, _ = _many_files(tmp_path, 60)
+    with Broker(storage, BrokerConfig(maintenance=False, tail_cache_bytes=0)) as broker:
+        rows = broker.fetch("h", 0, 0, max_records=1000, max_bytes=48 * 10).records
+        assert rows.num_rows >= 1 and rows["offset"].to_pylist() == list(range(rows.num_rows))
+        assert broker.file_cache.misses <= 11  # ten records' worth of files (and one more), not sixty
+        rest = broker.fetch("h", 0, rows.num_rows, max_records=1000, max_bytes=1 << 20).records
+        assert rest["offset"].to_pylist() == list(range(rows.num_rows, 60))

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log.file_cursors import FileCursors
 from topiclake.platform.log.file_index import DataFile
 from topiclake.schemas import TOPIC_SCHEMA
@@ -87,3 +88,22 @@ def test_a_fetch_cut_short_goes_on_inside_the_rows_last_read(tmp_path: Path) -> 
     again = cursors.read(fs, f, 4001, 3000, 1 << 30)  # the Kafka answer held only offsets below 4001
     assert again is not None and again["offset"].to_pylist() == [o for o in offsets if o >= 4001][:3000]
     assert list(cursors._parked.values()) == [cursor]  # the same cursor: nothing decoded again
+
+
+def test_a_fetch_reaching_a_big_files_end_goes_on_into_the_next_files(tmp_path: Path) -> None:
+    """With no small-file cache every file is read by a cursor; one fetch spans up to 8 of them."""
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage, BrokerConfig(maintenance=False, tail_cache_bytes=0, linger_ms=0)) as broker:
+        broker.create_topic("b", partitions=1)
+        for i in range(12):  # one file per commit, 50 records each
+            broker.produce("b", [Record(value=b"%d" % (i * 50 + j)) for j in range(50)], acks="all")
+    with Broker(storage, BrokerConfig(maintenance=False, tail_cache_bytes=0, read_cache_bytes=0)) as broker:
+        whole = broker.fetch("b", 0, 0, max_records=10_000, max_bytes=1 << 30).records
+        assert whole["offset"].to_pylist() == list(range(400))  # eight files, not one
+        assert whole["value"].to_pylist() == [b"%d" % o for o in range(400)]
+        inside = broker.fetch("b", 0, 75, max_records=100, max_bytes=1 << 30).records
+        assert inside["offset"].to_pylist() == list(range(75, 175))  # across two file ends
+        rest = broker.fetch("b", 0, 175, max_records=10_000, max_bytes=1 << 30).records
+        assert rest["offset"].to_pylist() == list(range(175, 550))  # files 3 to 10
+        small = broker.fetch("b", 0, 0, max_records=10_000, max_bytes=1).records
+        assert small["offset"].to_pylist() == [0]  # the byte limit holds: no file read beyond it

@@ -22,6 +22,13 @@ from topiclake.platform.records import FetchResult
 from topiclake.schemas import TOPIC_SCHEMA
 
 logger = logging.getLogger("topiclake.platform.log.topic_log")  # one logger for all parts of the log
+#: A read that reached the end of a big file goes on into the next files if at least this much of its
+#: byte limit is left (less is not worth a file's open).
+_READ_ON_MIN_BYTES = 64 * 1024
+_READ_ON_FILES = 8
+#: Fewest Arrow bytes a row of the topic table takes (offset, timestamp, the value's offsets, the topic
+#: and partition columns...): a window of files holding max_bytes / this many records is enough.
+_MIN_ROW_BYTES = 48
 
 
 class LogReads(LogBase):
@@ -173,7 +180,7 @@ class LogReads(LogBase):
         return None
 
     def _read_window(
-        self, candidates: list[DataFile], offset: int, max_records: int, max_bytes: int
+        self, candidates: list[DataFile], offset: int, max_records: int, max_bytes: int, go_on: bool = True
     ) -> pa.Table | None:
         """Records from ``offset`` on, read from the files that can hold the next ``max_records`` offsets.
 
@@ -188,22 +195,25 @@ class LogReads(LogBase):
             if all(f.min_offset > first.max_offset for f in candidates[1:]):
                 rows = self._cursors.read(self._fs, first, start, max_records, max_bytes)
                 if rows is not None:
-                    return rows
+                    return self._read_on(rows, first, candidates[1:], max_records, max_bytes)
         cached = self._read_cached(candidates, start, max_records, max_bytes)
         if cached is not None:
-            return cached
+            return self._cached_then_read(cached, candidates, max_records, max_bytes) if go_on else cached
         while candidates:
             window_end = start + max_records
             wanted = [f for f in candidates if f.min_offset < window_end]
-            size = 0
+            size = records = 0
             for i, f in enumerate(wanted):  # byte guard: compressed size overstates small files, so loose
                 size += f.size_bytes
-                if size >= 4 * max_bytes + 64 * 1024 and i + 1 < len(wanted):
+                records += f.num_records  # and records: well compressed values understate them
+                full = size >= 4 * max_bytes + 64 * 1024 or records >= max_bytes // _MIN_ROW_BYTES
+                if full and i + 1 < len(wanted):
                     window_end = wanted[i + 1].min_offset
                     wanted = wanted[: i + 1]
                     break
             table = read_files(self._fs, wanted, start, self._file_cache)
-            table = table.filter(pc.less(table["offset"], window_end))
+            if table.num_rows and int(pc.max(table["offset"]).as_py()) >= window_end:  # a copy: when needed
+                table = table.filter(pc.less(table["offset"], window_end))
             if table.num_rows:
                 return bounded_concat([table], max_records, max_bytes)
             later = [f for f in candidates if f.min_offset >= window_end]
@@ -212,6 +222,52 @@ class LogReads(LogBase):
             start = min(f.min_offset for f in later)
             candidates = later
         return None
+
+    def _cached_then_read(
+        self, cached: pa.Table, candidates: list[DataFile], max_records: int, max_bytes: int
+    ) -> pa.Table:
+        """``cached`` (records of cached files in a row) and, when it stopped at a file the cache does
+        not hold before the limits, that file's window read after it: a fetch that found the end of the
+        previous fetch's window in the cache is not answered with that remainder alone."""
+        n, size = cached.num_rows, cached.nbytes
+        if not n or n >= max_records or size + _READ_ON_MIN_BYTES > max_bytes:
+            return cached
+        last = int(cached["offset"][-1].as_py())
+        later = [f for f in candidates if f.max_offset > last]
+        if not later or any(f.min_offset <= last for f in later):
+            return cached  # the end, or a file overlapping what was read: the next fetch goes on
+        more = self._read_window(later, last + 1, max_records - n, max_bytes - size, go_on=False)
+        return cached if more is None or not more.num_rows else pa.concat_tables([cached, more])
+
+    def _read_on(
+        self, rows: pa.Table, file: DataFile, later: list[DataFile], max_records: int, max_bytes: int
+    ) -> pa.Table:
+        """``rows`` read from ``file`` and, when they reach its end, the next big files' records up to
+        the limits (at most :data:`_READ_ON_FILES` files in all).
+
+        A cursor reads one file; without this, a fetch that reached a file's end answered its last few
+        records alone, and a partition of files of a few MiB took a third more fetches.
+        """
+        pieces = [rows]
+        n, size = rows.num_rows, rows.nbytes
+        cache = self._file_cache
+        for k, f in enumerate(later[: _READ_ON_FILES - 1]):
+            if not pieces[-1].num_rows or int(pieces[-1]["offset"][-1].as_py()) < file.max_offset:
+                break  # the last file read is not exhausted: the limits stopped it
+            if n >= max_records or size + _READ_ON_MIN_BYTES > max_bytes:
+                break
+            if cache is not None and cache.keeps(f.size_bytes):
+                break  # small files: the next fetch reads them from the cache, many at a time
+            if k + 1 < len(later) and later[k + 1].min_offset <= f.max_offset:
+                break  # overlapped by a later file: the general path reads such windows
+            more = self._cursors.read(self._fs, f, file.max_offset + 1, max_records - n, max_bytes - size)
+            if more is None or not more.num_rows:
+                break
+            file = f
+            pieces.append(more)
+            n += more.num_rows
+            size += more.nbytes
+        return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
 
     def _read_cached(
         self, candidates: list[DataFile], start: int, max_records: int, max_bytes: int

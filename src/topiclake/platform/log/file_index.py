@@ -209,8 +209,8 @@ def read_files(
     table = pa.concat_tables(tables)
     if table.column(0).num_chunks > 1:  # one chunk per small file: kernels cost per chunk
         table = table.combine_chunks()
-    if min_offset > 0:
-        table = table.filter(pc.greater_equal(table["offset"], min_offset))
+    if min_offset > 0 and table.num_rows and int(pc.min(table["offset"]).as_py()) < min_offset:
+        table = table.filter(pc.greater_equal(table["offset"], min_offset))  # a copy: only when needed
     return by_offset(table)
 
 
@@ -232,6 +232,18 @@ def _read_dataset(
         table = dataset.to_table(filter=where, use_threads=True)
         return table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
     table = dataset.to_table(columns=[*TOPIC_SCHEMA.names, "__fragment_index"], use_threads=True)
-    table = table.sort_by([("__fragment_index", "ascending"), ("offset", "ascending")])
+    if not _by_file_ordered(table):  # the scan keeps files in order as a rule: a sort moves every column
+        table = table.sort_by([("__fragment_index", "ascending"), ("offset", "ascending")])
     data = table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
     return data.append_column("__fragment_index", table["__fragment_index"])
+
+
+def _by_file_ordered(table: pa.Table) -> bool:
+    """Whether ``table`` is ordered by (``__fragment_index``, ``offset``), checked in one pass."""
+    if table.num_rows < 2:
+        return True
+    frag, offsets = table["__fragment_index"], table["offset"]
+    step = pc.subtract(frag[1:], frag[:-1])
+    rising = pc.greater(offsets[1:], offsets[:-1])
+    ok = pc.or_(pc.greater(step, 0), pc.and_(pc.equal(step, 0), rising))
+    return bool(pc.all(ok).as_py())
