@@ -6,10 +6,10 @@ test asks for one with an explicit, free port (a command-line option wins over t
 come from :func:`topiclake.process.free_port`, which no two workers share.
 
 ``make test`` runs on every core (``-n auto --dist loadgroup``) with the scheduler below, which deals out
-whole test files, biggest first:
+units of work longest first (tests/xdist_units.py):
 
-- every test that starts Spark (tests/spark and Spark's Kafka connector) is one unit on one worker, in one
-  session-scoped Spark session, so there is one Spark JVM at a time;
+- every test that uses the in-process Spark session (tests/spark) is one unit on one worker, in one
+  session-scoped Spark session; tests that start Spark JVMs of their own run beside it, one unit per file;
 - any other file is one unit, so a module-scoped fixture (a secured gateway, a cluster, a console) starts
   once.
 
@@ -23,6 +23,8 @@ import os
 import signal
 from typing import Any
 
+from xdist_units import longest_first, work_unit
+
 os.environ.setdefault("TOPICLAKE_SCHEMA_REGISTRY_PORT", "0")
 os.environ.setdefault("TOPICLAKE_KAFKA_PORT", "0")
 
@@ -33,24 +35,27 @@ os.environ.setdefault("TOPICLAKE_KAFKA_PORT", "0")
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-#: Test files outside tests/spark that start a Spark JVM of their own.
-_SPARK_ELSEWHERE = frozenset({"tests/kafka/test_spark.py"})
-
-
-def work_unit(nodeid: str) -> str:
-    """The unit of work a test belongs to: ``spark``, or its file."""
-    module = nodeid.split("::", 1)[0]
-    return "spark" if module.startswith("tests/spark/") or module in _SPARK_ELSEWHERE else module
-
 
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
-    """Under ``--dist loadgroup``: xdist's load-scope scheduler over :func:`work_unit`."""
+    """Under ``--dist loadgroup``: xdist's load-scope scheduler over :func:`xdist_units.work_unit`,
+    dealing the units out longest first."""
     if config.getvalue("dist") != "loadgroup":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadScopeScheduling
 
     class _ByUnit(LoadScopeScheduling):  # type: ignore[misc]
+        _ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self._ordered:  # the first call comes with the whole work queue built
+                self._ordered = True
+                order = longest_first((unit, len(tests)) for unit, tests in self.workqueue.items())
+                self.workqueue = OrderedDict((unit, self.workqueue[unit]) for unit in order)
+            super()._assign_work_unit(node)
 
     return _ByUnit(config, log)

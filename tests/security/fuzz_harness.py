@@ -162,12 +162,37 @@ class Checker:
         return sum(self.statuses.values())
 
 
+#: keys of a parameter's schema that say nothing about its values
+_NOTES = frozenset({"title", "description", "example", "examples"})
+
+
+def can_be_invalid(operation: Any) -> bool:
+    """Whether a request to ``operation`` can break its schema: it has a body, a required parameter
+    outside the path (which can be left out), or a parameter whose schema says more than "a string".
+
+    A path parameter's value is always a string, so one typed only ``string`` has no invalid value:
+    hypothesis would draw ~460 candidates that schemathesis filters out, for nothing (measured: ~1 s per
+    such operation, 40 of the gateway's, none sending a request).
+    """
+    if list(operation.body):
+        return True
+    for parameter in operation.iter_parameters():
+        definition = parameter.definition
+        schema = {k: v for k, v in definition.get("schema", {}).items() if k not in _NOTES}
+        if schema != {"type": "string"} or (definition.get("in") != "path" and definition.get("required")):
+            return True
+    return False
+
+
 def fuzz_operations(schema: Any, checker: Checker, examples: int) -> int:
     """Send ``examples`` valid and ``examples`` invalid cases of every operation of ``schema`` through
-    ``checker``; return how many operations there were."""
+    ``checker`` (invalid ones where :func:`can_be_invalid`); return how many operations there were."""
     operations = [result.ok() for result in schema.get_all_operations()]
     for operation in operations:
-        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+        modes = [GenerationMode.POSITIVE]
+        if can_be_invalid(operation):
+            modes.append(GenerationMode.NEGATIVE)
+        for mode in modes:
 
             @settings(max_examples=examples, **SETTINGS)
             @given(case=operation.as_strategy(generation_mode=mode))

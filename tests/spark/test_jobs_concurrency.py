@@ -34,12 +34,13 @@ CONFIGS: dict[str, str | int] = {
 
 
 class Producer(threading.Thread):
-    """Produces batches of 4 keyed records (7 keys) to alternating partitions with acks=all until stopped,
-    keeping what each acknowledgement said."""
+    """Produces batches of ``per_batch`` keyed records (7 keys) to alternating partitions with acks=all
+    every 0.2 s until stopped, keeping what each acknowledgement said."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, per_batch: int) -> None:
         super().__init__(name="producer", daemon=True)
         self.broker = broker
+        self.per_batch = per_batch
         self.stop = threading.Event()
         self.acked: dict[tuple[int, int], bytes] = {}  # (partition, offset) -> value
         self.keys: dict[bytes, bytes] = {}  # value -> key
@@ -50,7 +51,8 @@ class Producer(threading.Thread):
         while not self.stop.is_set():
             partition = self.n % 2
             records = [
-                Record(key=f"k{(self.n + i) % 7}".encode(), value=f"v{self.n}-{i}".encode()) for i in range(4)
+                Record(key=f"k{(self.n + i) % 7}".encode(), value=f"v{self.n}-{i}".encode())
+                for i in range(self.per_batch)
             ]
             try:
                 results = self.broker.produce(TOPIC, records, partition=partition, acks="all")
@@ -87,13 +89,16 @@ def test_jobs_beside_a_live_producer_lose_and_duplicate_nothing(
 ) -> None:
     out = str(tmp_path / "replay")
     configs = dict(CONFIGS)
+    per_batch = 4
     if store == "s3":  # configured as users do: AWS_* in the environment (delta-rs, the jobs, S3A)
         warehouse, options = request.getfixturevalue("s3_warehouse")
         for key, value in options.items():
             monkeypatch.setenv(key, value)
         out = f"{warehouse}/replay"
-        # fewer, larger segments: the local S3 server serves one request at a time, in Python
+        # fewer, larger segments: the local S3 server serves one request at a time, in Python; and larger
+        # batches at the same pace, so that they fill as many segments as soon (4 took 34 s to seal 3)
         configs["segment.bytes"] = "4000"
+        per_batch = 16
     make_topic(warehouse, TOPIC, partitions=2, configs=configs)
     storage = Storage(warehouse)
     config = BrokerConfig(
@@ -104,7 +109,7 @@ def test_jobs_beside_a_live_producer_lose_and_duplicate_nothing(
         linger_ms=1,
     )
     broker = Broker(storage, config)
-    producer = Producer(broker)
+    producer = Producer(broker, per_batch)
     producer.start()
     common = {"warehouse": warehouse, "topics": (TOPIC,)}
     removed_by_keys = 0
