@@ -15,7 +15,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log._local_compaction import commit_rewrite
-from topiclake.platform.log.fast_append import LocalAppender, LostRace, file_stats
+from topiclake.platform.log.fast_append import SMALL_FILE_ROWS, LocalAppender, LostRace, encode, file_stats
 from topiclake.platform.log.file_index import build_index, read_files
 
 QUIET = {"maintenance_interval_ms": 60_000}  # maintenance on (the local path needs it), idle in the test
@@ -118,6 +118,28 @@ def test_a_commit_over_many_partitions_writes_each_files_stats_as_delta_rs(tmp_p
         for kind in ("minValues", "maxValues", "nullCount"):
             assert {k: v for k, v in want[kind].items() if k in ours[kind]} == ours[kind], kind
             assert {"offset", "timestamp"} <= ours[kind].keys()
+
+
+def test_small_files_skip_dictionaries_and_keep_offset_and_timestamp_statistics(tmp_path: Path) -> None:
+    """An append's small file: no dictionary pages, Parquet statistics of offset and timestamp only (the
+    cheaper encode); a file of SMALL_FILE_ROWS rows or more (a compaction's) keeps pyarrow's defaults. Both
+    read back as the rows written."""
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage, BrokerConfig(**QUIET)) as broker:  # type: ignore[arg-type]
+        broker.create_topic("t", partitions=1)
+        broker.produce("t", [Record(key=b"k", value=str(i).encode()) for i in range(SMALL_FILE_ROWS)])
+        rows = broker.fetch("t", 0, 0, max_records=SMALL_FILE_ROWS).records
+    for table, small in ((rows.slice(0, 3), True), (rows, False)):
+        meta = pq.read_metadata(pa.BufferReader(encode(table))).row_group(0)
+        columns = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
+        with_stats = {name for name, col in columns.items() if col.is_stats_set}
+        dictionary = {name for name, col in columns.items() if col.has_dictionary_page}
+        if small:
+            assert with_stats == {"offset", "timestamp"} and not dictionary, (with_stats, dictionary)
+        else:
+            assert {"offset", "timestamp", "key", "value"} <= with_stats and "value" in dictionary
+        back = pq.read_table(pa.BufferReader(encode(table)))
+        assert back.equals(table.drop_columns(["partition", "segment"])), small
 
 
 def test_a_version_lost_to_another_writer_is_retried_at_the_next(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ class MaintenanceStats:
     rounds: int = 0
     compactions: int = 0  # runs merged (one per tier of a segment)
     compaction_commits: int = 0  # log entries they took (one a round on the local append path)
-    runs_from_memory: int = 0  # runs whose records came from the tail caches, no file read back (S3)
+    runs_from_memory: int = 0  # runs whose records came from the tail caches, no file read back
     compactions_dropped: int = 0  # rounds whose rewrite lost to another rewrite of the same files
     files_removed: int = 0
     files_added: int = 0

@@ -128,8 +128,9 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             hold=self.hold_commits,
             version=self.known_version,
             object_rewrites=self._object_rewrites(),
-            # on S3 only: a local disk reads its files back at no cost, and its compaction stays as measured
-            held=self.held_records if isinstance(self._fast, ObjectAppender) else None,
+            # the records of a run from the tail caches when they hold them all (either append path): on
+            # a local disk too, a small file read back costs CPU (and the GIL) the appends need
+            held=self.held_records if self._fast is not None else None,
         )
         self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
