@@ -55,7 +55,7 @@ browser:
 run: install
 	$(VENV)/bin/topiclake serve
 
-# On every core (pytest-xdist): Spark's tests share one worker and one session, a module-scoped fixture's
+# Three workers for every two cores (pytest-xdist, tests/conftest.py): Spark's tests share one worker and one session, a module-scoped fixture's
 # tests share a worker (tests/conftest.py); PYTEST_XDIST="-n 0" runs in one process.
 test: install browser tools-wrk
 	$(PY) -m pytest $(PYTEST_XDIST) --durations=30 $(PYTEST_ARGS)

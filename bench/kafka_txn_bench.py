@@ -1,0 +1,166 @@
+"""Transactions over the Kafka listener against Apache Kafka, in one run: Kafka's own ProducerPerformance,
+acks=all, plain and in transactions (``--transactional-id``, ``--transaction-duration-ms``), first against a
+real Apache Kafka (``kafka-anchor.sh ONLY=serve``: single-node KRaft on 127.0.0.1), then against
+``topiclake serve --kafka-port`` over a fresh warehouse. Each target gets the same fresh 1-partition topics.
+Every load is bounded by a record count and a timeout.
+
+    python bench/kafka_txn_bench.py --anchor ../shared/tools/kafka-anchor.sh --records 300000
+    python bench/kafka_txn_bench.py --records 100000             # topiclake only
+
+Results: ``bench/results/kafka_txn.md`` and ``kafka_txn.json`` (records/s, average and p99 latency, and the
+ratio topiclake / Kafka of each row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import GatewayProcess, free_port, machine
+from kafka_bench import _PP, RESULTS, classpath
+
+#: (label, ProducerPerformance options beyond the producer properties, producer properties)
+SCENARIOS: list[tuple[str, list[str], list[str]]] = [
+    ("acks=all, no transactions", [], ["acks=all"]),
+    (
+        "transactions of 100 ms",
+        ["--transactional-id", "bench-txn-100", "--transaction-duration-ms", "100"],
+        [],
+    ),
+    (
+        "transactions of 1,000 ms",
+        ["--transactional-id", "bench-txn-1000", "--transaction-duration-ms", "1000"],
+        [],
+    ),
+]
+
+
+def producer_performance(
+    bootstrap: str, topic: str, records: int, props: list[str], options: list[str]
+) -> dict[str, float]:
+    """One ProducerPerformance run (100-byte records, unthrottled) with extra tool ``options``."""
+    cmd = [
+        "java",
+        "-cp",
+        classpath(),
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        *options,
+    ]
+    cmd += ["--num-records", str(records), "--record-size", "100", "--throughput", "-1"]
+    cmd += ["--producer-props", f"bootstrap.servers={bootstrap}", *props]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    m = _PP.search(out.stdout)
+    if out.returncode != 0 or m is None:
+        raise RuntimeError(f"ProducerPerformance failed: {out.stdout[-1000:]} {out.stderr[-1000:]}")
+    return {"records": float(m[1]), "rec_per_s": float(m[2]), "avg_ms": float(m[3]), "p99_ms": float(m[4])}
+
+
+def wait_port(port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def run_all(bootstrap: str, records: int, prefix: str) -> list[dict[str, float | str]]:
+    rows: list[dict[str, float | str]] = []
+    for i, (label, options, props) in enumerate(SCENARIOS):
+        measured = producer_performance(bootstrap, f"{prefix}{i}", records, props, options)
+        rows.append({"scenario": label, **measured})
+        print(prefix, rows[-1], flush=True)
+    return rows
+
+
+def kafka_rows(anchor: str, records: int, scratch: Path) -> list[dict[str, float | str]]:
+    """Start Apache Kafka with the anchor script (ONLY=serve), measure, stop it."""
+    port, cport = free_port(), free_port()
+    env = {**os.environ, "ONLY": "serve", "KA_DIR": str(scratch), "PORT": str(port), "CPORT": str(cport)}
+    env["GATE_S"] = "0"
+    scratch.mkdir(parents=True, exist_ok=True)
+    log = (scratch / "anchor.log").open("ab")
+    proc = subprocess.Popen(["bash", anchor], env=env, stdout=log, stderr=subprocess.STDOUT)
+    ready = scratch / "out" / "ready"
+    try:
+        deadline = time.monotonic() + 600  # the first run resolves Kafka's jars from Maven Central
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Kafka did not start: see {scratch / 'anchor.log'}")
+            time.sleep(1)
+        wait_port(port, 60)
+        return run_all(f"127.0.0.1:{port}", records, "kafka-txn-")
+    finally:
+        (scratch / "out").mkdir(parents=True, exist_ok=True)
+        (scratch / "out" / "stop-serve").touch()
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+        log.close()
+
+
+def topiclake_rows(records: int) -> list[dict[str, float | str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        gw = GatewayProcess(Path(tmp) / "wh", Path(tmp) / "gateway.log", kafka_port=port)
+        try:
+            rows = run_all(f"127.0.0.1:{port}", records, "tl-txn-")
+            rss = gw.rss_mb()
+        finally:
+            gw.stop()
+    for row in rows:
+        row["rss_mib"] = rss
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=300_000, help="records per ProducerPerformance run")
+    parser.add_argument("--anchor", help="path of kafka-anchor.sh: measure Apache Kafka first, same run")
+    args = parser.parse_args()
+    kafka: list[dict[str, float | str]] = []
+    if args.anchor:
+        scratch = Path(tempfile.mkdtemp(prefix="kafka-txn-anchor-"))
+        try:
+            kafka = kafka_rows(args.anchor, args.records, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    ours = topiclake_rows(args.records)
+    lines = ["# Transactions: ProducerPerformance, Apache Kafka and topiclake in one run", ""]
+    lines += [f"- {k}: {v}" for k, v in machine(records=str(args.records)).items()]
+    lines += ["", "| scenario | Kafka rec/s | topiclake rec/s | ratio | topiclake avg / p99 ms |"]
+    lines += ["|---|---:|---:|---:|---:|"]
+    for i, row in enumerate(ours):
+        theirs = float(kafka[i]["rec_per_s"]) if kafka else 0.0
+        mine = float(row["rec_per_s"])
+        ratio = f"{mine / theirs:.2f}" if theirs else "-"
+        lines.append(
+            f"| {row['scenario']} | {theirs:,.0f} | {mine:,.0f} | {ratio} | "
+            f"{float(row['avg_ms']):.1f} / {float(row['p99_ms']):.0f} |"
+        )
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "kafka_txn.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / "kafka_txn.json").write_text(json.dumps({"kafka": kafka, "topiclake": ours}, indent=2))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
