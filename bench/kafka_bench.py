@@ -62,9 +62,20 @@ _PP = re.compile(
 )
 
 
-def producer_performance(bootstrap: str, topic: str, records: int, props: list[str]) -> dict[str, float]:
-    """One ProducerPerformance run (100-byte records, unthrottled): records/s, avg and p99 latency."""
-    cmd = ["java", "-cp", classpath(), "org.apache.kafka.tools.ProducerPerformance", "--topic", topic]
+def producer_performance(
+    bootstrap: str, topic: str, records: int, props: list[str], options: tuple[str, ...] = ()
+) -> dict[str, float]:
+    """One ProducerPerformance run (100-byte records, unthrottled, more tool ``options`` such as
+    ``--transactional-id``): records/s, avg and p99 latency."""
+    cmd = [
+        "java",
+        "-cp",
+        classpath(),
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        *options,
+    ]
     cmd += ["--num-records", str(records), "--record-size", "100", "--throughput", "-1"]
     cmd += ["--producer-props", f"bootstrap.servers={bootstrap}", *props]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -25,44 +25,22 @@ import time
 from pathlib import Path
 
 from _common import GatewayProcess, free_port, machine
-from kafka_bench import _PP, RESULTS, classpath
+from kafka_bench import RESULTS, producer_performance
 
 #: (label, ProducerPerformance options beyond the producer properties, producer properties)
-SCENARIOS: list[tuple[str, list[str], list[str]]] = [
-    ("acks=all, no transactions", [], ["acks=all"]),
+SCENARIOS: list[tuple[str, tuple[str, ...], list[str]]] = [
+    ("acks=all, no transactions", (), ["acks=all"]),
     (
         "transactions of 100 ms",
-        ["--transactional-id", "bench-txn-100", "--transaction-duration-ms", "100"],
+        ("--transactional-id", "bench-txn-100", "--transaction-duration-ms", "100"),
         [],
     ),
     (
         "transactions of 1,000 ms",
-        ["--transactional-id", "bench-txn-1000", "--transaction-duration-ms", "1000"],
+        ("--transactional-id", "bench-txn-1000", "--transaction-duration-ms", "1000"),
         [],
     ),
 ]
-
-
-def producer_performance(
-    bootstrap: str, topic: str, records: int, props: list[str], options: list[str]
-) -> dict[str, float]:
-    """One ProducerPerformance run (100-byte records, unthrottled) with extra tool ``options``."""
-    cmd = [
-        "java",
-        "-cp",
-        classpath(),
-        "org.apache.kafka.tools.ProducerPerformance",
-        "--topic",
-        topic,
-        *options,
-    ]
-    cmd += ["--num-records", str(records), "--record-size", "100", "--throughput", "-1"]
-    cmd += ["--producer-props", f"bootstrap.servers={bootstrap}", *props]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    m = _PP.search(out.stdout)
-    if out.returncode != 0 or m is None:
-        raise RuntimeError(f"ProducerPerformance failed: {out.stdout[-1000:]} {out.stderr[-1000:]}")
-    return {"records": float(m[1]), "rec_per_s": float(m[2]), "avg_ms": float(m[3]), "p99_ms": float(m[4])}
 
 
 def wait_port(port: int, timeout_s: float) -> None:
