@@ -39,7 +39,7 @@ from topiclake.platform.log.compaction_runs import Run, disjoint_runs, run_recor
 from topiclake.platform.log.file_index import DataFile, FileIndex, build_index
 from topiclake.platform.log.object_state import ObjectTableState, StateGone
 from topiclake.platform.storage import Storage
-from topiclake.platform.storage.leases import active_leases
+from topiclake.platform.storage.leases import LeaseKind, active_leases
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +120,7 @@ class TableMaintainer:
         # on S3 with the broker's own appends: the table's state kept from the entries the appender wrote
         # and read (handed over by the callable), checkpointed by us: no delta-rs replay (object_state.py)
         self._state = object_state
+        self._round_leases: list[dict[str, object]] | None = None  # see _leases
         # on S3, a round's rewrites as one log entry of the topic's own appender (_object_compaction.py),
         # their records from what the broker holds in memory (held) when it does
         self._object_rewrites = object_rewrites
@@ -190,6 +191,7 @@ class TableMaintainer:
         with self._lock:
             started = time.perf_counter()
             self._last_round = time.monotonic()
+            self._round_leases = None
             self.stats.rounds += 1
             try:
                 if self._state is not None:
@@ -210,6 +212,13 @@ class TableMaintainer:
                 logger.warning("topic %s: maintenance round failed (%s); will retry", self.topic, exc)
             self.stats.durations_ms.append((time.perf_counter() - started) * 1000)
             del self.stats.durations_ms[:-1000]
+
+    def _leases(self, kind: LeaseKind | None = None) -> list[dict[str, object]]:
+        """The topic's unexpired leases (of ``kind``): listed once per round (a LIST, billed as a PUT),
+        shared by compaction's and cleanup's checks."""
+        if self._round_leases is None:
+            self._round_leases = active_leases(self._storage, self.topic)
+        return [x for x in self._round_leases if kind is None or x.get("kind", "log") == kind]
 
     def _fs(self) -> Any:
         return self._storage.filesystem(self.uri)
@@ -248,7 +257,7 @@ class TableMaintainer:
             return
         cleaned = state.checkpoint(
             self._config.log_retention_ms,
-            held=lambda: bool(active_leases(self._storage, self.topic)),  # a reader holds the log whole
+            held=lambda: bool(self._leases()),  # a reader holds the log whole
             listed_cleanup=lambda: DeltaTable(
                 self.uri, storage_options=self._storage.options()
             ).cleanup_metadata(),
@@ -275,7 +284,7 @@ class TableMaintainer:
         if self._local and time.monotonic() - self._last_checkpoint < LOCAL_CHECKPOINT_MIN_S:
             return  # hundreds of local commits a second would otherwise checkpoint twice a second
         dt.create_checkpoint()
-        if active_leases(self._storage, self.topic):
+        if self._leases():
             self.stats.cleanups_held += 1  # a reader holds the log whole (platform/storage/leases.py)
         else:
             dt.cleanup_metadata()
@@ -288,7 +297,7 @@ class TableMaintainer:
         if version == self._last_compaction_version:
             return
         if version == self._held_version:  # nothing new since a rewrite lease held it: no index rebuilt
-            if active_leases(self._storage, self.topic, kind="rewrite"):
+            if self._leases("rewrite"):
                 self.stats.compactions_held += 1
                 return
             self._held_version = -1
@@ -304,7 +313,7 @@ class TableMaintainer:
                 by_segment.setdefault(f.segment, []).append(f)
             for files in by_segment.values():
                 runs += disjoint_runs(files, self.pick_runs(files))
-        if runs and active_leases(self._storage, self.topic, kind="rewrite"):
+        if runs and self._leases("rewrite"):
             # a Spark job rewrites this topic: our millisecond commits would win every race against its
             # seconds-long rewrite; the next round after its lease is gone compacts what is left
             self.stats.compactions_held += 1
