@@ -110,3 +110,45 @@ def s3_object(s3: S3Warehouse, key: str) -> bytes:
         client.close()
     assert body is not None
     return body
+
+
+def test_state_seeds_from_a_checkpoint_delta_rs_wrote(s3: S3Warehouse) -> None:
+    """A table checkpointed by delta-rs (before this broker, or by a Spark job's vacuum): the state reads
+    its checkpoint and the entries after it to the same live files and ``txn`` ids delta-rs sees."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    from topiclake.platform.storage.s3_client import S3Client, s3_location
+    from topiclake.schemas import TOPIC_SCHEMA
+
+    storage = Storage(s3.uri, s3.options)
+    uri = storage.topic_uri("legacy")
+    opts = storage.options()
+    for i in range(4):
+        rows = {name: [None] for name in TOPIC_SCHEMA.names}
+        rows.update(value=[f"v{i}".encode()], partition=[i % 2], offset=[i // 2], segment=[0])
+        txn = CommitProperties(app_transactions=[Transaction(f"app-{i % 2}", i)])
+        write_deltalake(
+            uri,
+            pa.table(rows, schema=TOPIC_SCHEMA),
+            mode="append",
+            partition_by=["partition", "segment"],
+            storage_options=opts,
+            commit_properties=txn,
+        )
+        if i == 2:
+            DeltaTable(uri, storage_options=opts).create_checkpoint()
+    dt = DeltaTable(uri, storage_options=opts)
+    location = s3_location(s3.uri, s3.options)
+    assert location is not None
+    client = S3Client(location)
+    try:
+        state = ObjectTableState(client, "topics/legacy")
+        state.seed()
+    finally:
+        client.close()
+    assert state.version == dt.version() == 3 and state.checkpoint_version == 2
+    assert set(state.adds) == set(pa.table(dt.get_add_actions(flatten=True))["path"].to_pylist())
+    assert {a: state.txn_version(a) for a in ("app-0", "app-1")} == {"app-0": 2, "app-1": 3}
+    assert state.metadata["partitionColumns"] == ["partition", "segment"] and state.protocol
+    index = state.index()
+    assert [f.min_offset for f in index.files(0)] == [0, 1] and index.end_offset(1) == 2
