@@ -152,3 +152,38 @@ def test_state_seeds_from_a_checkpoint_delta_rs_wrote(s3: S3Warehouse) -> None:
     assert state.metadata["partitionColumns"] == ["partition", "segment"] and state.protocol
     index = state.index()
     assert [f.min_offset for f in index.files(0)] == [0, 1] and index.end_offset(1) == 2
+
+
+def test_runs_not_held_in_memory_are_read_with_one_get_a_file(s3: S3Warehouse) -> None:
+    """With no tail cache, compaction reads its runs back: one whole-object GET per file (pyarrow's
+    filesystem sent a HEAD and ranged GETs per file), and every acknowledged record stays once."""
+    storage = Storage(s3.uri, s3.options)
+    acked: dict[str, tuple[int, int]] = {}
+    config = BrokerConfig(
+        linger_ms=0,
+        compact_min_files=4,
+        checkpoint_interval=8,
+        maintenance_interval_ms=100,
+        tail_cache_bytes=0,
+    )
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=2)
+        stats = broker.log("t").maintainer.stats
+        _produce(broker, 2, "a", acked)
+        s3.proxy.record()
+        deadline = time.monotonic() + 30
+        n = 0
+        while stats.compactions < 2:
+            assert time.monotonic() < deadline, stats
+            _produce(broker, 1, f"b{n}-", acked)
+            n += 1
+        requests = s3.proxy.requests()
+        s3.proxy.record(False)
+        assert stats.runs_from_memory == 0 and stats.failures == 0, stats
+    data = [r for r in requests if r[3].endswith(".parquet") and "_delta_log" not in r[3]]
+    assert [r for r in data if r[1] == "GET"], "the runs' files were read back"
+    assert not [r for r in data if r[1] == "HEAD"], "no HEAD per file"
+    rows = table_rows(storage, "t")
+    check_log(rows, 2)
+    check_acked(acked, rows)
+    assert len(rows) == len(acked)

@@ -376,6 +376,8 @@ class TableMaintainer:
         if held is not None:
             self.stats.runs_from_memory += 1
             return held
+        if self._state is not None:  # S3: one GET a file, not pyarrow's HEAD and ranged GETs
+            return self._state[0].read_run(run.inside, run.lo, run.hi)
         return run_records(fs, run)
 
     def _rewrite(self, dt: DeltaTable, fs: Any, run: Run) -> None:

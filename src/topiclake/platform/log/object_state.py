@@ -17,6 +17,7 @@ maintainer keeps the table's state (live files, tombstones, ``txn`` ids, metadat
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 import io
 import re
@@ -26,9 +27,10 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from topiclake.platform.log.file_index import DataFile, FileIndex
+from topiclake.platform.log.file_index import DataFile, FileIndex, by_offset, file_table
 from topiclake.platform.storage.s3_client import ObjectClient
 
 _MAP = pa.map_(pa.string(), pa.string())
@@ -258,6 +260,23 @@ class ObjectTableState:
         if self._index is None:
             self._index = FileIndex(self.version, [_data_file(a) for a in self.adds.values()])
         return self._index
+
+    def read_run(self, files: list[DataFile], lo: int, hi: int) -> pa.Table:
+        """The records ``lo``..``hi`` of ``files``, sorted by offset: each file one whole-object GET (in
+        parallel), where pyarrow's filesystem sends a HEAD and ranged GETs per file.
+
+        Raises:
+            OSError: a file is gone or the store did not answer.
+        """
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, max(len(files), 1))) as pool:
+            bodies = list(pool.map(lambda f: self.client.get(f"{self.table_key}/{f.path}"), files))
+        tables = []
+        for f, body in zip(files, bodies, strict=True):
+            if body is None:
+                raise OSError(f"data file {f.path} is gone")
+            tables.append(file_table(pq.read_table(pa.BufferReader(body)), f))
+        data = by_offset(pa.concat_tables(tables))
+        return data.filter(pc.and_(pc.greater_equal(data["offset"], lo), pc.less_equal(data["offset"], hi)))
 
     def txn_version(self, app_id: str) -> int | None:
         """A ``txn`` id's version, as ``DeltaTable.transaction_version`` answers."""
