@@ -9,8 +9,10 @@ warehouse's storage options.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+from pyarrow.fs import FileSelector
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
@@ -63,3 +65,40 @@ def test_spark_delta_reader_and_topiclake_sql_see_what_brokers_acknowledged(
         {"partition": 0, "n": 9, "last": 8},
         {"partition": 1, "n": 9, "last": 8},
     ]
+
+
+def test_spark_reads_a_table_from_the_brokers_own_checkpoint(
+    spark: SparkSession, s3_warehouse: tuple[str, dict[str, str]]
+) -> None:
+    """On S3 the broker writes checkpoints itself (platform/log/object_state.py) and deletes the log entries
+    before them: Spark's Delta reader opens the table from that checkpoint (files, compaction's removes)."""
+    uri, options = s3_warehouse
+    config = BrokerConfig(
+        linger_ms=0,
+        checkpoint_interval=3,
+        log_retention_ms=0,
+        maintenance_interval_ms=100,
+        compact_min_files=4,
+    )
+    acked: dict[tuple[int, int], str] = {}
+    with Broker(Storage(uri, options), config) as broker:
+        broker.create_topic("kept", partitions=2)
+        stats = broker.log("kept").maintainer.stats
+        n = 0
+        deadline = time.monotonic() + 60
+        while n < 12 or stats.checkpoints < 2 or stats.compactions < 1:
+            assert time.monotonic() < deadline, stats
+            records = [Record(value=f"v{n}-{p}".encode(), partition=p) for p in (0, 1)]
+            for r, rec in zip(broker.produce("kept", records, acks="all"), records, strict=True):
+                assert r.error is None and r.offset is not None and rec.value is not None
+                acked[(r.partition, r.offset)] = rec.value.decode()
+            n += 1
+        assert stats.failures == 0, stats
+    storage = Storage(uri, options)
+    fs = storage.filesystem(storage.topic_uri("kept"))
+    names = [i.base_name for i in fs.get_file_info(FileSelector("_delta_log"))]
+    assert "00000000000000000000.json" not in names and any(x.endswith(".checkpoint.parquet") for x in names)
+    configure(spark, uri, options)
+    rows = spark.read.format("delta").load(spark_path(storage.topic_uri("kept")))
+    got = rows.selectExpr("partition", "offset", "CAST(value AS STRING)").collect()
+    assert {(r[0], r[1]): r[2] for r in got} == acked and len(got) == len(acked)

@@ -92,7 +92,12 @@ def test_a_rewrite_of_files_already_removed_is_dropped(s3: S3Warehouse) -> None:
             first = commit_object_rewrites(fast, log.hold_commits, dt.version(), [(inside, data)])
             assert first is own, "the first rewrite lands; after it, the same files are gone"
             _produce(broker, 1, f"x{own}", acked)
+            s3.proxy.record()
             assert commit_object_rewrites(fast, log.hold_commits, dt.version(), [(inside, data)]) is False
+            put = [r[3] for r in s3.proxy.requests() if r[2] == "PUT" and r[3].endswith(".parquet")]
+            deleted = [r[3] for r in s3.proxy.requests() if r[1] == "DELETE"]
+            s3.proxy.record(False)
+            assert put and deleted == put, "the dropped rewrite's file is deleted (nothing references it)"
     rows = table_rows(storage, "t")
     check_log(rows, 2)
     check_acked(acked, rows)

@@ -34,6 +34,10 @@ def configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # httpx logs every request at INFO: on object storage the broker's own client sends hundreds a second
+    # (data files, log entries, checkpoints), a line each, filling a parent's pipe and costing CPU
+    if logging.getLogger().level > logging.DEBUG:
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 # ---------------------------------------------------------------------------------------------- clients

@@ -21,7 +21,7 @@ from topiclake.platform.cluster.router import Router
 from topiclake.platform.cluster.routing import Forwarder
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.groups.group_coordinator import GroupCoordinator
-from topiclake.platform.log.maintenance import Maintenance
+from topiclake.platform.log.maintenance_thread import Maintenance
 from topiclake.platform.log.topic_log import TopicLog
 from topiclake.platform.partitioner import Partitioner
 from topiclake.platform.storage import Storage

@@ -35,7 +35,7 @@ from topiclake.platform.config import BrokerConfig
 from topiclake.platform.groups.group_coordinator import GroupCoordinator
 from topiclake.platform.groups.topic_view import OffsetSpec
 from topiclake.platform.log.file_cache import SmallFileCache
-from topiclake.platform.log.maintenance import Maintenance
+from topiclake.platform.log.maintenance_thread import Maintenance
 from topiclake.platform.log.topic_log import TopicLog
 from topiclake.platform.partitioner import Partitioner
 from topiclake.platform.records import FetchResult

@@ -8,7 +8,8 @@ appends from outside a broker (Spark's sink, reprocessing) are :mod:`.topic_writ
 """
 
 from topiclake.platform.log.file_index import DataFile, FileIndex, build_index
-from topiclake.platform.log.maintenance import Maintenance, TableMaintainer
+from topiclake.platform.log.maintenance import TableMaintainer
+from topiclake.platform.log.maintenance_thread import Maintenance
 from topiclake.platform.log.topic_log import (
     AppendHandle,
     TopicLog,

@@ -45,8 +45,7 @@ def commit_object_rewrites(
 ) -> bool:
     """Replace, for each rewrite, the files ``inside`` (of one partition and segment, read at table
     ``version``) by ``data``, sorted by offset, as one new file; all in one log entry. False if another
-    writer removed one of the files first (the new files stay unreferenced: only a full vacuum, by
-    listing, removes them; see docs/object-storage.md, "Left to do").
+    writer removed one of the files first (the new files are then deleted: nothing references them).
 
     Raises:
         OSError: a PUT failed until the client's deadline (the entry may have landed: the flusher finds
@@ -69,6 +68,7 @@ def commit_object_rewrites(
     with hold():  # the flusher's commit in flight finishes first; none starts until the entry is written
         removed = fast.removed_since(version, read)
         if removed:
+            _delete(fast, adds)
             return False
         # the versions between the index and the flusher's were its own appends or entries it read and
         # found harmless; when it cannot tell, start at the index's version and read every winner
@@ -79,8 +79,23 @@ def commit_object_rewrites(
                 landed = writer.commit(actions, commit_id)
             except LostRace as race:
                 if race.winners.changed_table or race.winners.removed & read:
+                    _delete(fast, adds)  # the entry did not land: nothing references them
                     return False
                 continue
+            for version in range(start + 1, landed + 1):  # the winners it read, and its own entry
+                body = writer.take_entry(version)
+                if body is not None:
+                    fast.record(version, body)
             fast.moved_past(landed, Winners(versions=[landed], removed=read))  # if nothing came between
             return True
+    _delete(fast, adds)
     return False
+
+
+def _delete(fast: ObjectAppender, adds: list[dict[str, dict[str, object]]]) -> None:
+    """Delete a dropped round's new files (unreferenced: no entry of ours landed with them)."""
+    for add in adds:
+        try:
+            fast.client.delete(f"{fast.table_key}/{add['add']['path']}")
+        except OSError:  # a full vacuum, by listing, removes what is left
+            return

@@ -151,7 +151,12 @@ def _footer_offsets(fs: pafs.FileSystem, path: str) -> tuple[int, int]:
 
 def read_file(fs: pafs.FileSystem, f: DataFile) -> pa.Table:
     """Read one data file with the topic table's columns (partition columns restored), by offset."""
-    table = pq.read_table(fs.open_input_file(f.path))
+    return file_table(pq.read_table(fs.open_input_file(f.path)), f)
+
+
+def file_table(table: pa.Table, f: DataFile) -> pa.Table:
+    """The rows of data file ``f``, as read from its Parquet, with the topic table's columns (partition
+    columns restored), by offset."""
     table = table.select([c for c in _STORED_SCHEMA.names if c in table.column_names])
     n = table.num_rows
     table = table.append_column("partition", pa.array([f.partition] * n, pa.int32()))

@@ -36,9 +36,10 @@ from topiclake.errors import TopiclakeError
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.log._local_compaction import commit_rewrites
 from topiclake.platform.log.compaction_runs import Run, disjoint_runs, run_records, tier
-from topiclake.platform.log.file_index import DataFile, build_index
+from topiclake.platform.log.file_index import DataFile, FileIndex, build_index
+from topiclake.platform.log.object_state import ObjectTableState, StateGone
 from topiclake.platform.storage import Storage
-from topiclake.platform.storage.leases import active_leases
+from topiclake.platform.storage.leases import LeaseKind, active_leases
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +114,13 @@ class TableMaintainer:
         version: Callable[[], int] | None = None,
         object_rewrites: Rewrites | None = None,
         held: Callable[[list[DataFile], int, int], pa.Table | None] | None = None,
+        object_state: tuple[ObjectTableState, Callable[[int], bytes | None]] | None = None,
     ) -> None:
         self.topic = topic
+        # on S3 with the broker's own appends: the table's state kept from the entries the appender wrote
+        # and read (handed over by the callable), checkpointed by us: no delta-rs replay (object_state.py)
+        self._state = object_state
+        self._round_leases: list[dict[str, object]] | None = None  # see _leases
         # on S3, a round's rewrites as one log entry of the topic's own appender (_object_compaction.py),
         # their records from what the broker holds in memory (held) when it does
         self._object_rewrites = object_rewrites
@@ -185,15 +191,24 @@ class TableMaintainer:
         with self._lock:
             started = time.perf_counter()
             self._last_round = time.monotonic()
+            self._round_leases = None
             self.stats.rounds += 1
             try:
-                dt = self._handle()
-                self._round_version = dt.version()
-                self._compact(dt)  # first: a slow checkpoint must not delay it (files pile up meanwhile)
-                if self._leads(0):
-                    self._checkpoint(dt)
-                    self._record_history(dt)
-                    self._vacuum(dt)
+                if self._state is not None:
+                    try:
+                        self._object_round(*self._state)
+                    except ValueError as exc:  # a checkpoint it cannot read (multi-part, V2): delta-rs's
+                        logger.warning("topic %s: maintenance falls back to delta-rs (%s)", self.topic, exc)
+                        self._state = None
+                else:
+                    dt = self._handle()
+                    self._round_version = dt.version()
+                    # first: a slow checkpoint must not delay it (files pile up meanwhile)
+                    self._compact(dt.version(), lambda: build_index(dt, self._fs()), dt)
+                    if self._leads(0):
+                        self._checkpoint(dt)
+                        self._record_history(lambda: dt)
+                        self._vacuum(dt)
             except (DeltaError, OSError) as exc:
                 self.stats.failures += 1
                 self.stats.last_error = str(exc).splitlines()[0]
@@ -202,13 +217,67 @@ class TableMaintainer:
             self.stats.durations_ms.append((time.perf_counter() - started) * 1000)
             del self.stats.durations_ms[:-1000]
 
-    def _record_history(self, dt: DeltaTable) -> None:
+    def _leases(self, kind: LeaseKind | None = None) -> list[dict[str, object]]:
+        """The topic's unexpired leases (of ``kind``): listed once per round (a LIST, billed as a PUT),
+        shared by compaction's and cleanup's checks."""
+        if self._round_leases is None:
+            self._round_leases = active_leases(self._storage, self.topic)
+        return [x for x in self._round_leases if kind is None or x.get("kind", "log") == kind]
+
+    def _fs(self) -> Any:
+        return self._storage.filesystem(self.uri)
+
+    def _object_round(self, state: ObjectTableState, entries: Callable[[int], bytes | None]) -> None:
+        """A round from the state kept of the log's entries (see :mod:`.object_state`): compaction from
+        its file index, checkpoints and log cleanup written from it; delta-rs only opens the table for
+        what is due at most once a minute (the partitions' ends) or every ``vacuum_interval_ms``."""
+        assert self._version is not None
+        try:
+            if state.version < 0:
+                state.seed()
+            state.catch_up(self._version(), entries)
+        except StateGone as exc:  # another writer's cleanup outran us: read from its checkpoint
+            logger.info("topic %s: table state read again (%s)", self.topic, exc)
+            state.seed()
+        self._round_version = state.version
+        self._compact(state.version, state.index, None)
+        if not self._leads(0):
+            return
+        self._own_checkpoint(state)
+        fresh: list[DeltaTable] = []
+
+        def handle() -> DeltaTable:
+            if not fresh:
+                fresh.append(DeltaTable(self.uri, storage_options=self._storage.options()))
+            return fresh[0]
+
+        self._record_history(handle)
+        if time.monotonic() - self._last_vacuum >= self._config.vacuum_interval_ms / 1000:
+            self._vacuum(handle())
+
+    def _own_checkpoint(self, state: ObjectTableState) -> None:
+        last = max(self.stats.last_checkpoint_version, state.checkpoint_version, 0)
+        if state.version - last < self._config.checkpoint_interval:
+            return
+        cleaned = state.checkpoint(
+            self._config.log_retention_ms,
+            held=lambda: bool(self._leases()),  # a reader holds the log whole
+            listed_cleanup=lambda: DeltaTable(
+                self.uri, storage_options=self._storage.options()
+            ).cleanup_metadata(),
+        )
+        self.stats.cleanups_held += not cleaned
+        self.stats.checkpoints += 1
+        self.stats.last_checkpoint_version = state.checkpoint_version
+        self._last_checkpoint = time.monotonic()
+
+    def _record_history(self, handle: Callable[[], DeltaTable]) -> None:
         interval = self._config.offsets_history_ms / 1000
         if self._history is None or not interval or time.monotonic() - self._last_history < interval:
             return
         self._last_history = time.monotonic()
         try:
-            self._history(dt)
+            self._history(handle())
         except TopiclakeError as exc:  # a lost bound only: the next round records again
             logger.warning("topic %s: partition offsets not recorded: %s", self.topic, exc.message)
 
@@ -219,7 +288,7 @@ class TableMaintainer:
         if self._local and time.monotonic() - self._last_checkpoint < LOCAL_CHECKPOINT_MIN_S:
             return  # hundreds of local commits a second would otherwise checkpoint twice a second
         dt.create_checkpoint()
-        if active_leases(self._storage, self.topic):
+        if self._leases():
             self.stats.cleanups_held += 1  # a reader holds the log whole (platform/storage/leases.py)
         else:
             dt.cleanup_metadata()
@@ -228,17 +297,16 @@ class TableMaintainer:
         self._last_checkpoint = time.monotonic()
         logger.debug("topic %s: checkpoint at version %d, old log entries cleaned", self.topic, version)
 
-    def _compact(self, dt: DeltaTable) -> None:
-        version = dt.version()
+    def _compact(self, version: int, build: Callable[[], FileIndex], dt: DeltaTable | None) -> None:
         if version == self._last_compaction_version:
             return
         if version == self._held_version:  # nothing new since a rewrite lease held it: no index rebuilt
-            if active_leases(self._storage, self.topic, kind="rewrite"):
+            if self._leases("rewrite"):
                 self.stats.compactions_held += 1
                 return
             self._held_version = -1
-        fs = self._storage.filesystem(self.uri)
-        index = build_index(dt, fs)
+        fs = self._fs()
+        index = build()
         self.stats.index_builds += 1
         runs: list[Run] = []
         for partition in index.partitions():
@@ -249,7 +317,7 @@ class TableMaintainer:
                 by_segment.setdefault(f.segment, []).append(f)
             for files in by_segment.values():
                 runs += disjoint_runs(files, self.pick_runs(files))
-        if runs and active_leases(self._storage, self.topic, kind="rewrite"):
+        if runs and self._leases("rewrite"):
             # a Spark job rewrites this topic: our millisecond commits would win every race against its
             # seconds-long rewrite; the next round after its lease is gone compacts what is left
             self.stats.compactions_held += 1
@@ -259,10 +327,11 @@ class TableMaintainer:
         if not runs:
             return
         if self._local:  # every run of the round in one commit (one link beside hundreds of appends)
-            self._rewrite_round(dt, fs, runs, lambda v, rw: commit_rewrites(self.uri, v, rw))
+            self._rewrite_round(version, fs, runs, lambda v, rw: commit_rewrites(self.uri, v, rw))
         elif self._object_rewrites is not None:  # the same on S3: one conditional PUT a round
-            self._rewrite_round(dt, fs, runs, self._object_rewrites)
+            self._rewrite_round(version, fs, runs, self._object_rewrites)
         else:
+            assert dt is not None
             for run in runs:  # other partitions' files are untouched by a rewrite: the index stays valid
                 self._rewrite(dt, fs, run)
 
@@ -290,10 +359,10 @@ class TableMaintainer:
         runs = self.pick_runs(files)
         return runs[0] if runs else []
 
-    def _rewrite_round(self, dt: DeltaTable, fs: Any, runs: list[Run], commit: Rewrites) -> None:
+    def _rewrite_round(self, version: int, fs: Any, runs: list[Run], commit: Rewrites) -> None:
         """Rewrite every run of the round as one log entry (see :mod:`._local_compaction`)."""
         rewrites = [(run.inside, self._records(fs, run)) for run in runs]
-        if not commit(dt.version(), rewrites):
+        if not commit(version, rewrites):
             self.stats.compactions_dropped += 1
             logger.info("topic %s: compaction dropped, some of its files were rewritten first", self.topic)
             return
@@ -307,6 +376,8 @@ class TableMaintainer:
         if held is not None:
             self.stats.runs_from_memory += 1
             return held
+        if self._state is not None:  # S3: one GET a file, not pyarrow's HEAD and ranged GETs
+            return self._state[0].read_run(run.inside, run.lo, run.hi)
         return run_records(fs, run)
 
     def _rewrite(self, dt: DeltaTable, fs: Any, run: Run) -> None:
@@ -371,37 +442,3 @@ class TableMaintainer:
         self.stats.vacuums += 1
         if removed:
             logger.info("topic %s: vacuum removed %d unreferenced files", self.topic, len(removed))
-
-
-class Maintenance:
-    """The broker's maintenance thread: runs every table's maintainer when its round is due (every
-    ``maintenance_interval_ms``, and on a busy local table every ``compact_min_files`` versions).
-
-    Args:
-        maintainers: Returns the maintainers of the topics open now.
-        config: Broker tuning.
-    """
-
-    def __init__(self, maintainers: Callable[[], list[TableMaintainer]], config: BrokerConfig) -> None:
-        self._maintainers = maintainers
-        self._interval = config.maintenance_interval_ms / 1000
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="topiclake-maintenance", daemon=True)
-
-    def start(self) -> None:
-        """Start the thread."""
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(min(self._interval, POLL_S)):
-            for maintainer in self._maintainers():
-                if self._stop.is_set():
-                    return
-                if maintainer.due():
-                    maintainer.run_once()
-
-    def close(self, timeout_s: float = 30.0) -> None:
-        """Stop after the round in progress."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)

@@ -50,6 +50,9 @@ logger = logging.getLogger(__name__)
 
 #: Other writers' entries an appender remembers for compaction (:meth:`ObjectAppender.removed_since`).
 WINNERS_KEPT = 256
+#: Log entries an appender keeps for the maintainer's table state (:meth:`ObjectAppender.take_entry`);
+#: past that the oldest are dropped (the maintainer GETs them).
+ENTRIES_KEPT = 5_000
 
 _pool_lock = threading.Lock()
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -99,6 +102,9 @@ class ObjectAppender:
         # needs to know of the versions between its file index and this appender's version
         self.winners_read: deque[tuple[int, Winners]] = deque(maxlen=WINNERS_KEPT)
         self.unread = version  # every version in (unread, version] was this appender's or read by it
+        # the bodies of the entries this appender wrote or read, until the maintainer takes them
+        self._entries: dict[int, bytes] = {}
+        self._entries_lock = threading.Lock()
 
     @property
     def version(self) -> int:
@@ -113,6 +119,22 @@ class ObjectAppender:
         if version > self._version:  # versions this appender neither wrote nor read
             self.unread = version
         self._version = max(self._version, version)
+
+    def record(self, version: int, body: bytes) -> None:
+        """Keep the log entry of ``version`` for :meth:`take_entry` (written or read by this process)."""
+        with self._entries_lock:
+            self._entries[version] = body
+            if len(self._entries) > ENTRIES_KEPT:
+                del self._entries[next(iter(self._entries))]
+
+    def take_entry(self, version: int) -> bytes | None:
+        """The log entry of ``version`` if this process wrote or read it (handed over once: the
+        maintainer's table state, :mod:`.object_state`), dropping older ones; None: read it."""
+        with self._entries_lock:
+            body = self._entries.pop(version, None)
+            for old in [v for v in self._entries if v < version]:
+                del self._entries[old]
+            return body
 
     def removed_since(self, version: int, paths: set[str]) -> bool | None:
         """Whether another writer's entry after ``version``, up to :attr:`version`, removed one of
@@ -223,6 +245,7 @@ class ObjectAppender:
             self.put_ms += (elapsed_ms - self.put_ms) * 0.2
             self._version = target
             self._confirmed = started  # target + 1 did not exist before our entry did
+            self.record(target, body)
             return target
         raw = self.client.get(self.entry(target))
         if raw is None:  # taken, yet gone: cleaned up, so this writer's version was stale
@@ -231,6 +254,7 @@ class ObjectAppender:
             self._read_winner(target, gone)
             raise LostRace(gone)
         winners = _winners(target, raw)
+        self.record(target, raw)
         if winners.commit_id == commit_id:
             self.landed_unseen += 1
             logger.warning("%s: commit %s found landed at version %d", self.table_key, commit_id, target)

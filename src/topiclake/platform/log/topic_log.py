@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from deltalake import DeltaTable, PostCommitHookProperties
@@ -50,6 +50,7 @@ from topiclake.platform.log.maintenance import (
     log_retention_property,
 )
 from topiclake.platform.log.object_append import ObjectAppender
+from topiclake.platform.log.object_state import ObjectTableState
 from topiclake.platform.log.partition_offsets import record_partition_offsets
 from topiclake.platform.log.producer_state import ProducerStates, decode_state, producer_app_id
 from topiclake.platform.log.spare_files import SPARES
@@ -131,6 +132,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             # the records of a run from the tail caches when they hold them all (either append path): on
             # a local disk too, a small file read back costs CPU (and the GIL) the appends need
             held=self.held_records if self._fast is not None else None,
+            object_state=self._object_state(),
         )
         self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
@@ -203,6 +205,13 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             return None
         fresh_s = config.log_retention_ms / 2000
         return ObjectAppender(client, f"topics/{self.topic}", self._dt.version(), fresh_s)
+
+    def _object_state(self) -> tuple[ObjectTableState, Callable[[int], bytes | None]] | None:
+        """The table state maintenance keeps from the appender's entries on S3 (:mod:`.object_state`)."""
+        fast = self._fast
+        if not isinstance(fast, ObjectAppender):
+            return None
+        return ObjectTableState(fast.client, fast.table_key), fast.take_entry
 
     def _object_rewrites(self) -> Rewrites | None:
         """Compaction's commit on S3 through the flusher's appender (:mod:`._object_compaction`)."""

@@ -84,7 +84,7 @@ def s3_location(root: str, options: dict[str, str]) -> S3Location | None:
 
 class ObjectClient:
     """Signed requests to one warehouse's objects over a pool of keep-alive connections (thread-safe):
-    PUT, conditional PUT, GET with retries. Subclasses sign (:meth:`_request`) for their store.
+    PUT, conditional PUT, GET, DELETE with retries. Subclasses sign (:meth:`_request`) for their store.
 
     Args:
         endpoint: ``scheme://host[:port]`` the requests go to.
@@ -151,6 +151,16 @@ class ObjectClient:
         if not 200 <= status < 300:
             raise OSError(f"GET {key}: HTTP {status}")
         return data
+
+    def delete(self, key: str) -> None:
+        """Delete the object at ``key`` (none there is fine).
+
+        Raises:
+            OSError: The store refused it, or did not answer before the deadline.
+        """
+        status, _ = self._call("DELETE", key, b"", False)
+        if status != 404 and not 200 <= status < 300:
+            raise OSError(f"DELETE {key}: HTTP {status}")
 
     def _request(self, method: str, key: str, body: bytes, conditional: bool) -> tuple[str, dict[str, str]]:
         """The request path and headers (signature included) of one attempt."""

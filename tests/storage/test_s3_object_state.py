@@ -1,0 +1,189 @@
+"""Maintenance on S3 from the table state the broker keeps of its own log entries
+(platform/log/object_state.py): compaction, checkpoints and log cleanup without reading the log back, the
+checkpoints ours and read by delta-rs (files, ``txn`` ids, tombstones), a new broker starting from them."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pyarrow as pa
+from _s3_checks import check_acked, check_log, table_rows
+from deltalake import DeltaTable
+from s3_harness import S3Warehouse
+
+from topiclake.platform import Broker, BrokerConfig, Record, Storage
+from topiclake.platform.log._base import partition_app_id
+from topiclake.platform.log.object_append import ObjectAppender
+from topiclake.platform.log.object_state import ObjectTableState
+
+CONFIG = BrokerConfig(
+    linger_ms=0, compact_min_files=4, checkpoint_interval=8, maintenance_interval_ms=100, log_retention_ms=0
+)
+
+
+def _produce(broker: Broker, n: int, tag: str, acked: dict[str, tuple[int, int]]) -> None:
+    for i in range(n):
+        values = [f"{tag}{i}-p{p}" for p in (0, 1)]
+        records = [Record(value=v.encode(), partition=p) for p, v in enumerate(values)]
+        for v, r in zip(values, broker.produce("t", records), strict=True):
+            assert r.error is None, r
+            acked[v] = (r.partition, r.offset)  # type: ignore[assignment]
+
+
+def test_maintenance_keeps_state_from_the_appender_and_writes_checkpoints(s3: S3Warehouse) -> None:
+    storage = Storage(s3.uri, s3.options)
+    acked: dict[str, tuple[int, int]] = {}
+    with Broker(storage, CONFIG) as broker:
+        broker.create_topic("t", partitions=2)
+        log = broker.log("t")
+        assert isinstance(log._fast, ObjectAppender)
+        stats = log.maintainer.stats
+        _produce(broker, 4, "a", acked)  # the state is seeded from the log in the first rounds
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and stats.checkpoints < 1:
+            _produce(broker, 1, f"w{time.monotonic()}", acked)
+        s3.proxy.record()
+        _produce(broker, 30, "b", acked)
+        deadline = time.monotonic() + 30  # the rounds catch up with the last commits
+        while log.known_version() - stats.last_checkpoint_version >= CONFIG.checkpoint_interval:
+            assert time.monotonic() < deadline, stats
+            time.sleep(0.1)
+        requests = s3.proxy.requests()
+        s3.proxy.record(False)
+        assert stats.failures == 0 and stats.compactions >= 2 and stats.checkpoints >= 3, stats
+        log_reads = [
+            r
+            for r in requests
+            if r[1] in ("GET", "LIST") and "/topics/t/" in r[3] and not r[3].endswith("_last_checkpoint")
+        ]
+        # the steady rounds read nothing of the topic's log or files: the state came from the appender
+        # (the flusher's appender reads _last_checkpoint each ``log_retention_ms / 2``: 0 here)
+        assert not log_reads, log_reads[:10]
+        deletes = [r for r in requests if r[1] == "DELETE" and "_delta_log/" in r[3]]
+        assert deletes, "log entries older than the checkpoint are cleaned by key"
+        assert any(r[1] == "PUT" and r[3].endswith(".checkpoint.parquet") for r in requests)
+        state = log.maintainer._state
+        assert state is not None
+        ours = state[0]
+        checkpoint = ours.checkpoint_version
+        hwms = {p: 1 + max(o for q, o in acked.values() if q == p) for p in (0, 1)}
+    # delta-rs reads the table from our checkpoint: files, txn ids and rows as acknowledged
+    uri = storage.topic_uri("t")
+    dt = DeltaTable(uri, storage_options=storage.options())
+    assert dt.version() >= checkpoint
+    first_entry = dt.history()[-1]["version"]
+    assert first_entry > 0, "old log entries were deleted: the table opens from the checkpoint alone"
+    at_checkpoint = DeltaTable(uri, version=checkpoint, storage_options=storage.options())
+    paths = set(pa.table(at_checkpoint.get_add_actions(flatten=True))["path"].to_pylist())
+    assert paths == set(ours.adds) or dt.version() > checkpoint
+    for p in (0, 1):
+        assert dt.transaction_version(partition_app_id("t", p)) == hwms[p]
+    rows = table_rows(storage, "t")
+    check_log(rows, 2)
+    check_acked(acked, rows)
+    assert len(rows) == len(acked)
+    # a state seeded from that checkpoint (as a new broker's) holds the same live files and txn ids
+    with Broker(storage, CONFIG) as broker:
+        fresh = ObjectTableState(broker.log("t")._fast.client, "topics/t")  # type: ignore[union-attr]
+        fresh.seed()
+        assert set(fresh.adds) == set(pa.table(dt.get_add_actions(flatten=True))["path"].to_pylist())
+        assert fresh.txn_version(partition_app_id("t", 0)) == hwms[0]
+        assert fresh.gets <= dt.version() - checkpoint + 2  # the checkpoint and each entry once, no more
+        more: dict[str, tuple[int, int]] = {}
+        _produce(broker, 3, "c", more)
+        assert more["c0-p0"] == (0, hwms[0]) and more["c0-p1"] == (1, hwms[1])
+    hint = orjson.loads(s3_object(s3, "topics/t/_delta_log/_last_checkpoint"))
+    assert hint["version"] >= checkpoint and hint["numOfAddFiles"] >= 1
+
+
+def s3_object(s3: S3Warehouse, key: str) -> bytes:
+    """An object of the warehouse, read through the broker's own client."""
+    from topiclake.platform.storage.s3_client import S3Client, s3_location
+
+    location = s3_location(s3.uri, s3.options)
+    assert location is not None
+    client = S3Client(location)
+    try:
+        body = client.get(key)
+    finally:
+        client.close()
+    assert body is not None
+    return body
+
+
+def test_state_seeds_from_a_checkpoint_delta_rs_wrote(s3: S3Warehouse) -> None:
+    """A table checkpointed by delta-rs (before this broker, or by a Spark job's vacuum): the state reads
+    its checkpoint and the entries after it to the same live files and ``txn`` ids delta-rs sees."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    from topiclake.platform.storage.s3_client import S3Client, s3_location
+    from topiclake.schemas import TOPIC_SCHEMA
+
+    storage = Storage(s3.uri, s3.options)
+    uri = storage.topic_uri("legacy")
+    opts = storage.options()
+    for i in range(4):
+        rows = {name: [None] for name in TOPIC_SCHEMA.names}
+        rows.update(value=[f"v{i}".encode()], partition=[i % 2], offset=[i // 2], segment=[0])
+        txn = CommitProperties(app_transactions=[Transaction(f"app-{i % 2}", i)])
+        write_deltalake(
+            uri,
+            pa.table(rows, schema=TOPIC_SCHEMA),
+            mode="append",
+            partition_by=["partition", "segment"],
+            storage_options=opts,
+            commit_properties=txn,
+        )
+        if i == 2:
+            DeltaTable(uri, storage_options=opts).create_checkpoint()
+    dt = DeltaTable(uri, storage_options=opts)
+    location = s3_location(s3.uri, s3.options)
+    assert location is not None
+    client = S3Client(location)
+    try:
+        state = ObjectTableState(client, "topics/legacy")
+        state.seed()
+    finally:
+        client.close()
+    assert state.version == dt.version() == 3 and state.checkpoint_version == 2
+    assert set(state.adds) == set(pa.table(dt.get_add_actions(flatten=True))["path"].to_pylist())
+    assert {a: state.txn_version(a) for a in ("app-0", "app-1")} == {"app-0": 2, "app-1": 3}
+    assert state.metadata["partitionColumns"] == ["partition", "segment"] and state.protocol
+    index = state.index()
+    assert [f.min_offset for f in index.files(0)] == [0, 1] and index.end_offset(1) == 2
+
+
+def test_runs_not_held_in_memory_are_read_with_one_get_a_file(s3: S3Warehouse) -> None:
+    """With no tail cache, compaction reads its runs back: one whole-object GET per file (pyarrow's
+    filesystem sent a HEAD and ranged GETs per file), and every acknowledged record stays once."""
+    storage = Storage(s3.uri, s3.options)
+    acked: dict[str, tuple[int, int]] = {}
+    config = BrokerConfig(
+        linger_ms=0,
+        compact_min_files=4,
+        checkpoint_interval=8,
+        maintenance_interval_ms=100,
+        tail_cache_bytes=0,
+    )
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=2)
+        stats = broker.log("t").maintainer.stats
+        _produce(broker, 2, "a", acked)
+        s3.proxy.record()
+        deadline = time.monotonic() + 30
+        n = 0
+        while stats.compactions < 2:
+            assert time.monotonic() < deadline, stats
+            _produce(broker, 1, f"b{n}-", acked)
+            n += 1
+        requests = s3.proxy.requests()
+        s3.proxy.record(False)
+        assert stats.runs_from_memory == 0 and stats.failures == 0, stats
+    data = [r for r in requests if r[3].endswith(".parquet") and "_delta_log" not in r[3]]
+    assert [r for r in data if r[1] == "GET"], "the runs' files were read back"
+    assert not [r for r in data if r[1] == "HEAD"], "no HEAD per file"
+    rows = table_rows(storage, "t")
+    check_log(rows, 2)
+    check_acked(acked, rows)
+    assert len(rows) == len(acked)
