@@ -55,7 +55,17 @@ def wait_port(port: int, timeout_s: float) -> None:
             time.sleep(0.5)
 
 
+def create_topics(bootstrap: str, names: list[str]) -> None:
+    """1-partition topics, created with CreateTopics (the anchor's Kafka creates none on first use)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+        future.result(60)
+
+
 def run_all(bootstrap: str, records: int, prefix: str) -> list[dict[str, float | str]]:
+    create_topics(bootstrap, [f"{prefix}{i}" for i in range(len(SCENARIOS))])
     rows: list[dict[str, float | str]] = []
     for i, (label, options, props) in enumerate(SCENARIOS):
         measured = producer_performance(bootstrap, f"{prefix}{i}", records, props, options)
