@@ -239,3 +239,31 @@ def test_kafka_streams_exactly_once_v2_word_count_across_a_kill(kafka: KafkaGate
     assert sorted(counts) == words, log_path.read_text()[-5000:]
     for w in words:
         assert counts[w] == list(range(1, n + 1)), (w, counts[w][:20], log_path.read_text()[-3000:])
+
+
+TXN39_APP = Path(__file__).resolve().parent / "java" / "Txn39.java"
+
+
+def test_the_kafka_3_9_java_client_commits_aborts_and_is_fenced(kafka: KafkaGateway) -> None:
+    """The Java client of Kafka 3.9 (kafka-clients 3.9.2, the one Spark's Kafka connector brings) with a
+    transactional id: a committed transaction with its group's offsets, an aborted one, a zombie fenced by
+    a second instance; its read_committed consumer and the table see the committed records only."""
+    from kafka_jars import cache_dir, spark_kafka_jars
+
+    clients = [j for j in spark_kafka_jars() if Path(j).name.startswith("kafka-clients-3.9.")]
+    assert clients, "kafka-clients 3.9 is not among Spark's Kafka connector jars"
+    classpath()  # resolves the kafka-tools jars, slf4j among them
+    slf4j = sorted(str(j) for j in cache_dir().glob("slf4j-api-*.jar"))
+    kafka.gw.broker.create_topic("t39", partitions=2)
+    cmd = ["java", "-Xmx256m", "-cp", ":".join([*clients, *slf4j]), str(TXN39_APP)]
+    out = subprocess.run([*cmd, kafka.bootstrap, "t39", "g39"], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["committed", "aborted"], out.stdout
+    assert lines[2].split()[:2] == ["zombie", "refused"], out.stdout
+    assert lines[2].split()[2] in ("ProducerFencedException", "InvalidProducerEpochException"), out.stdout
+    committed = sorted(f"c{i}" for i in range(10))
+    assert lines[3] == "read " + ",".join(committed), out.stdout
+    assert sorted(v.decode() for v in _contiguous(kafka, "t39")) == committed
+    offsets = kafka.gw.broker.groups.committed("g39")
+    assert offsets[("t39", 0)].offset == 5
