@@ -2,8 +2,9 @@
 
 A test parametrized with ``store`` (indirectly, with ``broker_harness.STORES``) runs its brokers over a
 local directory and over S3: the project's local S3 API server (one per test session and worker, stopped by
-its pid), a bucket and a counting proxy per test, the brokers configured by AWS's usual variables only. The
-S3 runs share one xdist group with tests/platform/cluster's: one worker runs them one after another.
+its pid), a bucket and a counting proxy per test, the brokers configured by AWS's usual variables only.
+Like any test file, each is one xdist unit (tests/xdist_units.py), so a worker's S3 server serves one file's
+tests at a time.
 """
 
 from __future__ import annotations
