@@ -91,9 +91,12 @@ def test_files_and_log_stay_bounded_over_many_commits(tmp_path: Path) -> None:
     # log cleanup ran (the first entries are gone) and kept pace: the log holds what was committed since
     # the last checkpoint (a local table checkpoints at most every LOCAL_CHECKPOINT_MIN_S) plus
     # log_retention_ms (1 s), and a round or two more when one fails on a listing race or slips on a loaded
-    # machine. A fixed bound (1,000) failed on main too once commits got faster (1,212-1,503 at 320-360/s).
+    # machine. A fixed bound (1,000) failed on main too once commits got faster (1,212-1,503 at 320-360/s);
+    # a bound by rate alone failed when a loaded machine slowed commits (446 entries at 64/s, with three
+    # test workers): at least 500, a quarter of what the log would hold without cleanup.
     assert not Path(storage.topic_uri("t"), "_delta_log", f"{0:020d}.json").exists()
-    assert worst_log < commits_per_s * (LOCAL_CHECKPOINT_MIN_S + 1 + 2), (worst_log, commits_per_s)
+    bound = max(500, commits_per_s * (LOCAL_CHECKPOINT_MIN_S + 1 + 2))
+    assert worst_log < bound, (worst_log, commits_per_s)
     table = DeltaTable(storage.topic_uri("t")).to_pyarrow_table()
     for p in range(2):
         offs = sorted(
