@@ -200,6 +200,11 @@ def _counts(kafka: KafkaGateway, topic: str) -> dict[str, list[int]]:
     return out
 
 
+def _out_end(kafka: KafkaGateway) -> int:
+    log = kafka.gw.broker.log("wc-out")
+    return sum(log.high_watermark(p) for p in range(2))
+
+
 def test_kafka_streams_exactly_once_v2_word_count_across_a_kill(kafka: KafkaGateway, tmp_path: Path) -> None:
     """A Kafka Streams word count (kafka-streams from Maven Central, exactly_once_v2, every update sent)
     killed with -9 mid-run and restarted: each word's committed counts are exactly 1, 2, ..., n."""
@@ -220,13 +225,15 @@ def test_kafka_streams_exactly_once_v2_word_count_across_a_kill(kafka: KafkaGate
         app = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and table_rows(kafka.gw, "wc-out").num_rows < 600:
+            # the partitions' ends (in memory, at once) rather than a table read: on a loaded machine the
+            # app finished all 3,000 updates while a slower look at the table was still under 600
+            while time.monotonic() < deadline and _out_end(kafka) < 300:
                 assert app.poll() is None, log_path.read_text()[-5000:]
-                time.sleep(0.2)
+                time.sleep(0.02)
             app.kill()  # SIGKILL mid-run: an open transaction, no close
             app.wait(30)
             killed_at = table_rows(kafka.gw, "wc-out").num_rows
-            assert 600 <= killed_at < n * len(words), (killed_at, log_path.read_text()[-5000:])
+            assert 300 <= killed_at < n * len(words), (killed_at, log_path.read_text()[-5000:])
             app = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             deadline = time.monotonic() + 150
             while time.monotonic() < deadline and table_rows(kafka.gw, "wc-out").num_rows < n * len(words):

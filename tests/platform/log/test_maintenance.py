@@ -93,9 +93,10 @@ def test_files_and_log_stay_bounded_over_many_commits(tmp_path: Path) -> None:
     # log_retention_ms (1 s), and a round or two more when one fails on a listing race or slips on a loaded
     # machine. A fixed bound (1,000) failed on main too once commits got faster (1,212-1,503 at 320-360/s);
     # a bound by rate alone failed when a loaded machine slowed commits (446 entries at 64/s, with three
-    # test workers): at least 500, a quarter of what the log would hold without cleanup.
+    # test workers; 707 at 103/s in another): at least 1,000, half of what the log would hold without
+    # cleanup (that cleanup ran at all is the first entry's absence).
     assert not Path(storage.topic_uri("t"), "_delta_log", f"{0:020d}.json").exists()
-    bound = max(500, commits_per_s * (LOCAL_CHECKPOINT_MIN_S + 1 + 2))
+    bound = max(1000, commits_per_s * (LOCAL_CHECKPOINT_MIN_S + 1 + 2))
     assert worst_log < bound, (worst_log, commits_per_s)
     table = DeltaTable(storage.topic_uri("t")).to_pyarrow_table()
     for p in range(2):
