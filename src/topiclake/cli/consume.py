@@ -339,8 +339,11 @@ def consume(
                     _render.as_json(topic, p, r, encoding) if as_json else _render.render(parts, topic, p, r)
                     for r in records
                 )
+                # counted before the write: once a reader can see them, they are counted (with
+                # PYTHONUNBUFFERED the write itself reaches the reader; a Ctrl-C right after it must not
+                # leave them out of the summary)
+                count += len(records)
                 out.write(chunk)
-                count += len(records)  # before the flush: once a reader sees them, they are counted
                 out.flush()
                 if max_messages is not None and count >= max_messages:
                     break
