@@ -102,6 +102,10 @@ def test_stateful_links_reach_the_deep_routes(fuzz_gateway: tuple[Gateway, Path]
 
     class Machine(schema.as_state_machine()):  # type: ignore[misc]
         def before_call(self, case: schemathesis.Case) -> None:
+            if case.operation.label == "POST /consumers/{group}":
+                # the instance is what the deep routes' links need: a drawn name repeats (a 409) and drawn
+                # settings can be refused (422), feeding no link; the stateless test fuzzes this body
+                case.body = {}
             checker.before()
 
         def call(self, case: schemathesis.Case, **kwargs: Any) -> schemathesis.Response:

@@ -13,6 +13,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from topiclake.api.openapi_bodies import add_request_bodies
 from topiclake.api.openapi_errors import add_error_responses
 
 #: (method, path, status) of the answer -> {link name: (method, path of the next request, parameters)}.
@@ -128,13 +129,13 @@ def add_links(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def install(app: FastAPI) -> None:
-    """Make ``app.openapi()`` (and ``/openapi.json``) carry the links and the documented errors
-    (:mod:`topiclake.api.openapi_errors`)."""
+    """Make ``app.openapi()`` (and ``/openapi.json``) carry the links, the documented errors
+    (:mod:`topiclake.api.openapi_errors`) and the request bodies (:mod:`topiclake.api.openapi_bodies`)."""
     generate: Callable[[], dict[str, Any]] = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = add_links(add_error_responses(generate()))
+            app.openapi_schema = add_links(add_error_responses(add_request_bodies(generate())))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

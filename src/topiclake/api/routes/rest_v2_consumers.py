@@ -95,7 +95,9 @@ def delete_instance(group: str, instance: str, manager: Manager, _accept: Accept
     return _no_content()
 
 
-@router.post("/consumers/{group}/instances/{instance}/subscription", summary="Subscribe (v2)")
+@router.post(
+    "/consumers/{group}/instances/{instance}/subscription", status_code=204, summary="Subscribe (v2)"
+)
 async def subscribe(
     request: Request, group: str, instance: str, manager: Manager, settings: SettingsDep, _accept: Accept
 ) -> Response:
@@ -143,7 +145,11 @@ def unsubscribe(group: str, instance: str, manager: Manager, _accept: Accept) ->
     return _no_content()
 
 
-@router.post("/consumers/{group}/instances/{instance}/assignments", summary="Assign partitions by hand (v2)")
+@router.post(
+    "/consumers/{group}/instances/{instance}/assignments",
+    status_code=204,
+    summary="Assign partitions by hand (v2)",
+)
 async def assign(
     request: Request, group: str, instance: str, manager: Manager, settings: SettingsDep, _accept: Accept
 ) -> Response:
@@ -166,7 +172,9 @@ def get_assignments(
 
 
 @router.post(
-    "/consumers/{group}/instances/{instance}/positions", summary="Seek to offsets or timestamps (v2)"
+    "/consumers/{group}/instances/{instance}/positions",
+    status_code=204,
+    summary="Seek to offsets or timestamps (v2)",
 )
 async def seek(
     request: Request, group: str, instance: str, manager: Manager, settings: SettingsDep, _accept: Accept
@@ -207,7 +215,9 @@ async def _seek_to(
 
 
 @router.post(
-    "/consumers/{group}/instances/{instance}/positions/beginning", summary="Seek to the beginning (v2)"
+    "/consumers/{group}/instances/{instance}/positions/beginning",
+    status_code=204,
+    summary="Seek to the beginning (v2)",
 )
 async def seek_to_beginning(
     request: Request, group: str, instance: str, manager: Manager, settings: SettingsDep, _accept: Accept
@@ -215,7 +225,9 @@ async def seek_to_beginning(
     return await _seek_to(request, group, instance, manager, settings, "beginning")
 
 
-@router.post("/consumers/{group}/instances/{instance}/positions/end", summary="Seek to the end (v2)")
+@router.post(
+    "/consumers/{group}/instances/{instance}/positions/end", status_code=204, summary="Seek to the end (v2)"
+)
 async def seek_to_end(
     request: Request, group: str, instance: str, manager: Manager, settings: SettingsDep, _accept: Accept
 ) -> Response:
