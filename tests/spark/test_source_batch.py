@@ -18,7 +18,8 @@ from topiclake.jobs.session import WAREHOUSE_CONF
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.spark import register
 from topiclake.spark._options import offsets_from_json, offsets_to_json, parse_options
-from topiclake.spark._ranges import Warehouse, output_schema, plan_ranges, read_range
+from topiclake.spark._ranges import Warehouse, output_schema
+from topiclake.spark._tasks import plan_ranges, read_range
 from topiclake.spark.datasource import kafka_schema
 from topiclake.spark.source import current_partitions, rate_limit
 

@@ -1,14 +1,11 @@
-"""Offset ranges of topic partitions: the driver's view of the tables, and the tasks that read them.
+"""Offset ranges of topic partitions: the driver's view of the tables (the tasks that read them are in
+:mod:`topiclake.spark._tasks`).
 
 - :class:`Warehouse` (driver): the topic catalog and one refreshed handle per topic table, giving
   :class:`TopicSnapshot` s: per partition the high watermark (the ``txn`` version
   ``topiclake/hwm/<topic>/<p>``, committed with the records: nothing beyond it is ever read), the log start
   (smallest offset still in the table) and the data files with their offset ranges
   (:mod:`topiclake.platform.log.file_index`).
-- :class:`TopicRange` (one Spark task): offsets ``[start, end)`` of one partition and the files that can
-  hold them, picklable and self-contained. :func:`read_range` reads them on an executor, sorted by offset;
-  a file compacted away and vacuumed since planning makes the task list the files again from the newest
-  table version.
 
 Data loss: retention deletes whole sealed segments, oldest first, so the base offset of a partition's
 oldest remaining segment is where retention has cut the log. Unread offsets below it are lost
@@ -19,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,22 +23,21 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
-from pyspark.sql.datasource import InputPartition
 
 from topiclake.errors import DataLoss, StorageError, TopiclakeError
 from topiclake.platform.catalog import CATALOG_TABLE, TopicCatalog, TopicInfo
-from topiclake.platform.log.file_index import DataFile, FileIndex, build_index, read_file, read_files
+from topiclake.platform.log.file_index import DataFile, FileIndex, build_index, read_file
 from topiclake.platform.log.topic_log import partition_app_id
 from topiclake.platform.storage import Storage
 from topiclake.schemas import KAFKA_COLUMNS, TOPIC_SCHEMA
-from topiclake.spark._options import ReaderOptions, TopicPartition
+from topiclake.spark._options import ReaderOptions
 
 logger = logging.getLogger(__name__)
 
 #: Rows per Arrow batch handed to Spark (Spark's own ``arrow.maxRecordsPerBatch`` default).
 BATCH_ROWS = 10_000
 #: Tries of a table read that races the broker's log cleanup or a vacuum.
-_ATTEMPTS = 3
+ATTEMPTS = 3
 
 
 def output_schema(include_headers: bool) -> pa.Schema:
@@ -111,9 +106,9 @@ def retention_start(index: FileIndex, partition: int, end: int, deleting: bool) 
     return min(f.segment for f in files) if files else end
 
 
-def _open_table(storage: Storage, uri: str) -> DeltaTable | None:
+def open_table(storage: Storage, uri: str) -> DeltaTable | None:
     """The newest version of a table, or None if it does not exist; retried when log cleanup races us."""
-    for attempt in range(1, _ATTEMPTS + 1):
+    for attempt in range(1, ATTEMPTS + 1):
         try:
             with _translated("cannot open topic table", uri):
                 if not storage.is_table(uri):
@@ -121,12 +116,12 @@ def _open_table(storage: Storage, uri: str) -> DeltaTable | None:
                 return DeltaTable(uri, storage_options=storage.options())
         except StorageError as exc:
             # a checkpoint or log entry cleaned up while the table was being opened: open it again
-            if attempt == _ATTEMPTS or "not found" not in str(exc).lower():
+            if attempt == ATTEMPTS or "not found" not in str(exc).lower():
                 raise
     raise AssertionError("unreachable")
 
 
-def _index(storage: Storage, uri: str, dt: DeltaTable) -> FileIndex:
+def table_index(storage: Storage, uri: str, dt: DeltaTable) -> FileIndex:
     with _translated("cannot list the files of", uri):
         return build_index(dt, storage.filesystem(uri))
 
@@ -183,12 +178,12 @@ class Warehouse:
         A broker deletes old Delta log entries within seconds, and delta-rs reads some of them lazily: a
         handle whose entries vanished under it is dropped and the table opened afresh.
         """
-        for attempt in range(1, _ATTEMPTS + 1):
+        for attempt in range(1, ATTEMPTS + 1):
             try:
                 return self._snapshot(info)
             except StorageError as exc:
                 self._tables.pop(info.name, None)
-                if attempt == _ATTEMPTS:
+                if attempt == ATTEMPTS:
                     raise
                 logger.info("topic %s: reading the table failed (%s); opening it again", info.name, exc)
         raise AssertionError("unreachable")
@@ -200,7 +195,7 @@ class Warehouse:
             with _translated("cannot refresh topic table", uri):
                 dt.update_incremental()
         else:
-            dt = _open_table(self.storage, uri)
+            dt = open_table(self.storage, uri)
             if dt is None:
                 empty = TopicSnapshot(
                     info.name, -1, info.partitions, info.config.is_deleting, {}, FileIndex(-1, [])
@@ -213,7 +208,7 @@ class Warehouse:
             return cached
         with _translated("cannot read the high watermarks of", uri):
             txn = {p: dt.transaction_version(partition_app_id(info.name, p)) for p in range(info.partitions)}
-        index = _index(self.storage, uri, dt)
+        index = table_index(self.storage, uri, dt)
         ends = {}
         for p, v in txn.items():
             # a partition written without the platform's txn (not by topiclake) ends where its files end
@@ -293,149 +288,3 @@ def check_start(fail: bool, snap: TopicSnapshot, partition: int, start: int, end
         report_data_loss(fail, snap.topic, partition, start, cut, "deleted by retention")
         return min(cut, end)
     return start
-
-
-# ---------------------------------------------------------------------------------------------- tasks
-
-
-class TopicRange(InputPartition):
-    """One Spark task: offsets ``[start, end)`` of one topic partition, with the files that hold them.
-
-    Picklable and self-contained: an executor needs nothing else (no driver state, no Spark conf).
-    """
-
-    def __init__(
-        self,
-        *,
-        warehouse: str,
-        storage_options: Mapping[str, str],
-        topic: str,
-        partition: int,
-        start: int,
-        end: int,
-        files: Sequence[DataFile],
-        deleting: bool,
-        fail_on_data_loss: bool,
-        include_headers: bool,
-    ) -> None:
-        super().__init__(f"{topic}-{partition}[{start},{end})")
-        self.warehouse = warehouse
-        self.storage_options = dict(storage_options)
-        self.topic = topic
-        self.partition = partition
-        self.start = start
-        self.end = end
-        self.files = tuple(files)
-        self.deleting = deleting
-        self.fail_on_data_loss = fail_on_data_loss
-        self.include_headers = include_headers
-
-
-def _newest_index(storage: Storage, uri: str) -> FileIndex | None:
-    """The file index of a table's newest version (None: no table), retried against log cleanup."""
-    for attempt in range(1, _ATTEMPTS + 1):
-        dt = _open_table(storage, uri)
-        if dt is None:
-            return None
-        try:
-            return _index(storage, uri, dt)
-        except StorageError:
-            if attempt == _ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")
-
-
-def _relist(storage: Storage, part: TopicRange) -> tuple[list[DataFile], int]:
-    """The files of ``part`` in the newest table version, after a data-loss check against it."""
-    uri = storage.topic_uri(part.topic)
-    index = _newest_index(storage, uri)
-    if index is None:  # a deleted topic is the driver's to report; here it means a warehouse we cannot see
-        raise StorageError(
-            f"{part.value}: no topic table at {uri} on this executor; is the warehouse reachable (the same "
-            "path or URI) from every executor?",
-            uri=uri,
-        )
-    start = part.start
-    cut = retention_start(index, part.partition, part.end, part.deleting)
-    if start < cut:
-        report_data_loss(
-            part.fail_on_data_loss,
-            part.topic,
-            part.partition,
-            start,
-            min(cut, part.end),
-            "deleted by retention",
-        )
-        start = min(cut, part.end)
-    files = [f for f in index.files_from(part.partition, start) if f.min_offset < part.end]
-    return files, start
-
-
-def read_range(part: InputPartition) -> Iterator[pa.RecordBatch]:
-    """Read one :class:`TopicRange` on an executor: Arrow batches with Kafka's columns, by offset."""
-    if not isinstance(part, TopicRange):  # Spark's placeholder for a batch read without partitions
-        return
-    storage = Storage(part.warehouse, part.storage_options)
-    uri = storage.topic_uri(part.topic)
-    fs = storage.filesystem(uri)
-    files, start = list(part.files), part.start
-    table: pa.Table | None = None
-    for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            table = read_files(fs, files, start)
-            break
-        except OSError as exc:  # compacted away and vacuumed (or deleted) since the driver listed it
-            if attempt == _ATTEMPTS:
-                raise StorageError(f"cannot read {part.value} from {uri}: {exc}", uri=uri) from exc
-            logger.info("%s: %s; listing the files again", part.value, exc)
-            files, start = _relist(storage, part)
-        except TopiclakeError:
-            raise
-        except Exception as exc:
-            raise StorageError(f"cannot read {part.value} from {uri}: {exc}", uri=uri) from exc
-    assert table is not None
-    table = table.filter(pc.less(table["offset"], part.end))
-    schema = output_schema(part.include_headers)
-    table = table.select(schema.names).cast(schema)
-    logger.debug("%s: %d records from %d files", part.value, table.num_rows, len(files))
-    yield from table.to_batches(max_chunksize=BATCH_ROWS)
-
-
-def plan_ranges(
-    options: ReaderOptions,
-    snapshots: Mapping[str, TopicSnapshot],
-    starts: Mapping[TopicPartition, int],
-    ends: Mapping[TopicPartition, int],
-) -> list[TopicRange]:
-    """Split ``[start, end)`` of every partition into tasks of at most ``maxRecordsPerPartition`` offsets.
-
-    With ``minPartitions``, ranges are split further so the batch has at least that many tasks.
-    """
-    spans = {tp: (starts[tp], e) for tp, e in ends.items() if e > starts[tp]}
-    size = options.max_records_per_partition
-    if options.min_partitions is not None and spans:
-        total = sum(e - s for s, e in spans.values())
-        size = max(1, min(size, math.ceil(total / options.min_partitions)))
-    out = []
-    for (topic, p), (s, e) in sorted(spans.items()):
-        snap = snapshots[topic]
-        for lo in range(s, e, size):
-            hi = min(lo + size, e)
-            files = snap.files(p, lo, hi)
-            if not files:
-                continue  # a gap (key compaction) or nothing left: no task
-            out.append(
-                TopicRange(
-                    warehouse=options.warehouse,
-                    storage_options=options.storage_options,
-                    topic=topic,
-                    partition=p,
-                    start=lo,
-                    end=hi,
-                    files=files,
-                    deleting=snap.deleting,
-                    fail_on_data_loss=options.fail_on_data_loss,
-                    include_headers=options.include_headers,
-                )
-            )
-    return out

@@ -1,6 +1,7 @@
 """The ``topiclake`` Spark source: reads topic partitions by offset range, like Spark's Kafka source.
 
-The driver resolves offsets; executors read them (:mod:`topiclake.spark._ranges`). A micro-batch is
+The driver resolves offsets (:mod:`topiclake.spark._bounds`); executors read them
+(:mod:`topiclake.spark._tasks`). A micro-batch is
 ``{topic: {partition: next offset}}`` JSON, as in Kafka, never a Delta version: its end is each
 partition's high watermark, so compaction (files rewritten) and retention (files deleted) commits change
 nothing about which records a batch holds, and a restarted query plans the same ranges again.
@@ -9,9 +10,8 @@ nothing about which records a batch holds, and a restarted query plans the same 
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -26,30 +26,20 @@ from pyspark.sql.streaming.datasource import (
 
 from topiclake.errors import (
     InvalidRequest,
-    OffsetOutOfRange,
     TopiclakeError,
     TopicNotFound,
 )
+from topiclake.spark._bounds import current_partitions, rate_limit, resolve_bound
 from topiclake.spark._options import (
-    EARLIEST,
-    LATEST,
-    OffsetBound,
     PartitionOffsets,
     ReaderOptions,
     TopicPartition,
     offsets_from_json,
     offsets_to_json,
 )
-from topiclake.spark._ranges import (
-    TopicSnapshot,
-    Warehouse,
-    check_start,
-    offset_for_timestamp,
-    plan_ranges,
-    read_range,
-    report_data_loss,
-)
+from topiclake.spark._ranges import TopicSnapshot, Warehouse, check_start, report_data_loss
 from topiclake.spark._schema import kafka_schema
+from topiclake.spark._tasks import plan_ranges, read_range
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -62,119 +52,6 @@ logger = logging.getLogger(__name__)
 COMMIT_METADATA = "topiclake-spark-source"
 #: A stream sees new topics and partitions within this many seconds.
 CATALOG_MAX_AGE_S = 1.0
-
-
-# ---------------------------------------------------------------------------------------------- offsets
-
-
-def current_partitions(
-    options: ReaderOptions, wh: Warehouse
-) -> tuple[dict[str, TopicSnapshot], list[TopicPartition]]:
-    """Snapshots of the subscribed topics that exist now, and the partitions read from them."""
-    infos = wh.topics(options.subscription.wanted_topics(t.name for t in wh.catalog.list()))
-    snaps = {name: wh.snapshot(info) for name, info in infos.items()}
-    tps = [
-        (name, p)
-        for name, info in sorted(infos.items())
-        for p in options.subscription.partitions_of(name, info.partitions)
-    ]
-    return snaps, tps
-
-
-def resolve_bound(
-    options: ReaderOptions,
-    bound: OffsetBound,
-    wh: Warehouse,
-    snaps: Mapping[str, TopicSnapshot],
-    tps: Sequence[TopicPartition],
-    *,
-    is_start: bool,
-) -> PartitionOffsets:
-    """Turn ``startingOffsets``/``endingOffsets`` (or their timestamp forms) into offsets per partition.
-
-    Raises:
-        InvalidRequest: The JSON misses partitions the query reads, or names ones it does not.
-        OffsetOutOfRange: A starting timestamp has no offset (strategy ``error``), or a starting offset
-            is beyond the end of its partition.
-    """
-    out: PartitionOffsets = {}
-    given = bound.as_dict()
-    if bound.kind in ("offsets", "timestamps"):
-        missing = sorted(set(tps) - set(given))
-        extra = sorted(set(given) - set(tps))
-        if missing or extra:
-            parts = []
-            if missing:
-                parts.append("it has no entry for " + ", ".join(f"{t}-{p}" for t, p in missing))
-            if extra:
-                parts.append(
-                    "it names " + ", ".join(f"{t}-{p}" for t, p in extra) + " which this query does not read"
-                )
-            raise InvalidRequest(
-                f"option '{bound.option}' must give every partition the query reads: " + "; ".join(parts),
-                option=bound.option,
-            )
-    for tp in tps:
-        topic, p = tp
-        snap = snaps[topic]
-        if bound.kind == "earliest":
-            out[tp] = snap.log_start(p)
-        elif bound.kind == "latest":
-            out[tp] = snap.end(p)
-        elif bound.kind == "offsets":
-            value = given[tp]
-            if value == EARLIEST:
-                out[tp] = snap.log_start(p)
-            elif value == LATEST:
-                out[tp] = snap.end(p)
-            elif value > snap.end(p) and is_start:
-                raise OffsetOutOfRange(
-                    f"option '{bound.option}': offset {value} of {topic}-{p} is beyond its end offset "
-                    f"{snap.end(p)}",
-                    topic=topic,
-                    partition=p,
-                    offset=value,
-                    high_watermark=snap.end(p),
-                )
-            else:
-                out[tp] = min(value, snap.end(p))
-        else:
-            ts = bound.timestamp if bound.kind == "timestamp" else given[tp]
-            assert ts is not None
-            found = offset_for_timestamp(wh.storage, snap, p, ts)
-            if found is None:
-                if is_start and options.timestamp_strategy == "error":
-                    raise OffsetOutOfRange(
-                        f"option '{bound.option}': no record of {topic}-{p} has a timestamp at or after {ts} "
-                        "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)",
-                        topic=topic,
-                        partition=p,
-                    )
-                found = snap.end(p)
-            out[tp] = found
-    return out
-
-
-def rate_limit(
-    limit: int, starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]
-) -> PartitionOffsets:
-    """At most ``limit`` offsets in total, shared in proportion to what each partition has to read.
-
-    Largest-remainder shares, so the total is exactly ``min(limit, available)`` and a batch always moves.
-    """
-    sizes = {tp: e - starts[tp] for tp, e in ends.items() if e > starts[tp]}
-    total = sum(sizes.values())
-    if total <= limit:
-        return dict(ends)
-    shares = {tp: limit * size / total for tp, size in sizes.items()}
-    taken = {tp: math.floor(v) for tp, v in shares.items()}
-    left = limit - sum(taken.values())
-    for tp in sorted(shares, key=lambda tp: (taken[tp] - shares[tp], tp))[:left]:
-        taken[tp] += 1
-    out = dict(ends)
-    for tp, n in taken.items():
-        out[tp] = starts[tp] + n
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- readers
