@@ -108,10 +108,11 @@ def apache_kafka(anchor: str) -> Iterator[tuple[str, int]]:
 def _listener_pid(port: int) -> int:
     """The pid of the process listening on 127.0.0.1:``port`` (the Kafka JVM), 0 if not found."""
     inode = ""
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        f = line.split()
-        if f[1].endswith(f":{port:04X}") and f[3] == "0A":  # LISTEN
-            inode = f[9]
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # a JVM listens on a dual-stack (tcp6) socket
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[1].endswith(f":{port:04X}") and f[3] == "0A":  # LISTEN
+                inode = f[9]
     if not inode:
         return 0
     for proc in Path("/proc").iterdir():
