@@ -19,13 +19,15 @@ with Kafka's ConsumerPerformance and with confluent-kafka's consumer (a group,
 ``fetch.queue.backoff.ms=0``): first right after the produce (the newest records in the tail cache, the
 rest in the small files just written), then once the broker's compaction has merged those files
 (history); each read row also gives the seconds to the first records (the group join and the first
-fetches) and the rate after them. ``--only latency`` runs Kafka's EndToEndLatency (acks=all: send, ack,
+fetches) and the rate after them. With ``--anchor`` the same read rows run against Apache Kafka
+(``kafka-anchor.sh ONLY=serve``; its "history" is a read 30 s after the produce) in the same run.
+``--only latency`` runs Kafka's EndToEndLatency (acks=all: send, ack,
 poll back, one record at a time) and 32 confluent-kafka producers with one synchronous acks=all send each
 (the anchor's row uses Java), and one confluent-kafka producer sending one record at a time to a consumer
 of 1 and 3 partitions waiting at their end (the send's ack and the poll back timed apart: the consumer's
 wake-up is their difference);
-``--only consume,latency`` runs both. The anchor (``--anchor``) runs ``ONLY=cmp`` for these, so Kafka's
-rows come from the same run.
+``--only consume,latency`` runs both. For the produce and latency rows the anchor (``--anchor``) runs
+``ONLY=cmp`` (``ONLY=a`` for produce alone), so Kafka's rows come from the same run.
 
 ``--profile`` writes ``bench/results/kafka_profile_<n>.txt`` per scenario: py-spy's collapsed stacks
 (``--nonblocking``, every thread, idle excluded), the input of any flame-graph tool.
@@ -52,6 +54,7 @@ from pathlib import Path
 import httpx
 
 from _common import GatewayProcess, free_port, machine
+from _kafka_consume import apache_kafka, read_rows, rss_mib
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kafka"))
 from kafka_jars import classpath
@@ -306,6 +309,26 @@ def _wait_compacted(warehouse: Path, topic: str, timeout_s: float = 90) -> int:
     return seen[-1]
 
 
+def _settle(warehouse: Path, topic: str) -> None:
+    print(f"{topic}: {_wait_compacted(warehouse, topic)} active files", flush=True)
+
+
+READERS = (producer_performance, consumer_performance, confluent_consume)
+
+
+def kafka_read_rows(anchor: str, n: int) -> list[dict[str, object]]:
+    """The read rows against Apache Kafka (``kafka-anchor.sh ONLY=serve``), "history" 30 s later."""
+    rows: list[dict[str, object]] = []
+    with apache_kafka(anchor) as (bootstrap, pid):
+
+        def measure(label: str, fn: Callable[[], dict[str, float]]) -> None:
+            rows.append({"target": "Apache Kafka", "scenario": label, **fn(), "rss_mib": rss_mib(pid)})
+            print(rows[-1], flush=True)
+
+        read_rows(bootstrap, n, measure, lambda _topic: time.sleep(30), *READERS)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -352,22 +375,8 @@ def main() -> int:
                     partial(confluent_produce, bootstrap, "ck", n),
                 )
             if "consume" in only:
-                fill = ["acks=all", "batch.size=1048576", "linger.ms=10"]
-                for parts in (1, 3):
-                    create(f"c{parts}", parts)
-                    producer_performance(bootstrap, f"c{parts}", n, fill)
-                    for when in ("just written", "compacted"):
-                        if when == "compacted":
-                            files = _wait_compacted(Path(tmp) / "wh", f"c{parts}")
-                            print(f"c{parts}: {files} active files", flush=True)
-                        measure(
-                            f"ConsumerPerformance {parts}p ({when})",
-                            partial(consumer_performance, bootstrap, f"c{parts}", n, f"cp-{parts}-{when[0]}"),
-                        )
-                        measure(
-                            f"confluent-kafka consume {parts}p ({when})",
-                            partial(confluent_consume, bootstrap, f"c{parts}", n, f"ck-{parts}-{when[0]}"),
-                        )
+                settle = partial(_settle, Path(tmp) / "wh")
+                read_rows(bootstrap, n, measure, settle, *READERS)
             if "latency" in only:
                 create("e2e", 1)
                 measure("EndToEndLatency 1p acks=all", partial(end_to_end_latency, bootstrap, "e2e", 3000))
@@ -384,8 +393,10 @@ def main() -> int:
                 )
         finally:
             gw.stop()
+    if args.anchor and "consume" in only:
+        rows += kafka_read_rows(args.anchor, n)
     anchor = ""
-    if args.anchor:
+    if args.anchor and only - {"consume"}:
         mode = "a" if only == {"produce"} else "cmp"
         env = {"KAFKA_VERSION": "4.4.0", **os.environ, "ONLY": mode, "N": str(args.records), "REPEATS": "1"}
         out = subprocess.run(["bash", args.anchor], capture_output=True, text=True, env=env, timeout=3600)

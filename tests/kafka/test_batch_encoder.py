@@ -17,7 +17,7 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from topiclake.kafka import records
+from topiclake.kafka import batch_encoder, records
 from topiclake.kafka.batch_encoder import encode_table, encode_up_to
 from topiclake.schemas import LOG_APPEND_TIME, TOPIC_SCHEMA
 
@@ -174,3 +174,25 @@ def test_encode_up_to_fills_the_limit_exactly_in_one_pass(limit: int) -> None:
     assert kept >= 1 and (len(data) <= limit or kept == 1)
     if kept < rows.num_rows:  # one more row would not have fitted
         assert len(encode_table(rows.slice(0, kept + 1))) > limit
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_few_rows_encode_record_by_record_byte_for_byte_as_the_columnar_path(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch of a consumer at the tail (up to SMALL_ROWS rows) takes the per-record path; every row
+    shape, both timestamp types and every limit give what the columnar path gives for the same rows."""
+    cases = []
+    for n in (1, 2, 5, batch_encoder.SMALL_ROWS):
+        rows = _rows(n, seed * 100 + n, lat=0.4 if seed % 2 else 0.0, headers=seed != 2)
+        sliced = _rows(n + 3, seed, lat=0.3).slice(2, n)
+        for table in (rows, sliced):
+            whole = len(encode_up_to(table, None)[0])  # limits at the exact size and one byte short
+            for limit in (None, 1, 300, 5_000, 40_000, whole, whole - 1):
+                cases.append((table, limit, encode_up_to(table, limit)))
+    if seed % 2 == 0:
+        assert cases[0][2][0] == _old_encode(cases[0][0])  # create time: the old encoder too
+    monkeypatch.setattr(batch_encoder, "SMALL_ROWS", 0)  # the columnar path for the same rows
+    for table, limit, small in cases:
+        assert small == encode_up_to(table, limit)
+        assert small[1] >= 1

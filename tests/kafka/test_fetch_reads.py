@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 from gateway_harness import start_gateway, stop_gateway, table_rows
 from kafka_harness import KafkaGateway
 
+from topiclake.kafka.read_ahead import Answer, ReadAhead
 from topiclake.process.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -88,7 +89,19 @@ def _largest_file(kafka: KafkaGateway, topic: str) -> int:
     return int(pc.max(adds["num_records"]).as_py())
 
 
-def test_history_from_compacted_files_reads_back_exactly(lake: KafkaGateway) -> None:
+def test_history_from_compacted_files_reads_back_exactly(
+    lake: KafkaGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[tuple[str, int, int, int]] = []  # the fetches answered by a read-ahead
+    take = ReadAhead.take
+
+    def counted(self: ReadAhead, key: tuple[str, int, int, int]) -> Answer | None:
+        answer = take(self, key)
+        if answer is not None:
+            taken.append(key)
+        return answer
+
+    monkeypatch.setattr(ReadAhead, "take", counted)
     lake.gw.broker.create_topic("hist", partitions=1)
     _produce(lake.bootstrap, "hist", N, per_flush=100)  # ~30 small files, compacted into larger ones
     deadline = time.monotonic() + 60
@@ -101,6 +114,8 @@ def test_history_from_compacted_files_reads_back_exactly(lake: KafkaGateway) -> 
     assert _consume(lake.bootstrap, "hist", 0, N, **small_fetches) == expected
     assert _consume(lake.bootstrap, "hist", 1234, N - 1234, **small_fetches) == expected[1234:]
     assert _consume(lake.bootstrap, "hist", 0, N) == expected  # the default: 1 MiB fetches
+    # the small fetches' answers were cut by their limit: each next one was read ahead and taken
+    assert len(taken) >= 10 and {k[3] for k in taken} == {20_000}
 
 
 def test_log_append_time_history_reads_back_each_records_append_time(lake: KafkaGateway) -> None:

@@ -54,6 +54,9 @@ def test_serve_speaks_kafka_and_http_on_one_broker(tmp_path: Path) -> None:
             assert msg is not None and msg.value() == b"from kafka"
         finally:
             c.close()
+        # serve's allocator: Arrow's pool is jemalloc, which gives freed pages back (process/memory.py)
+        metrics = httpx.get(f"http://127.0.0.1:{http}/metrics", timeout=10).text
+        assert 'topiclake_arrow_allocated_bytes{pool="jemalloc"}' in metrics
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=20)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -49,6 +50,13 @@ class _PartitionCollector(Collector):
         buffered = GaugeMetricFamily(
             "topiclake_buffer_used_bytes", "Accepted but not yet committed bytes (429 beyond the limit)"
         )
+        arrow = GaugeMetricFamily(
+            "topiclake_arrow_allocated_bytes",
+            "Bytes allocated from Arrow's default memory pool (pool: its allocator)",
+            labels=["pool"],
+        )
+        pool = pa.default_memory_pool()
+        arrow.add_metric([pool.backend_name], pool.bytes_allocated())
         if broker is not None:
             buffered.add_metric([], broker.budget.used)
             for log in broker.open_logs():
@@ -65,6 +73,7 @@ class _PartitionCollector(Collector):
         yield latency
         yield committed
         yield buffered
+        yield arrow
         yield end
         yield commits
         yield fences

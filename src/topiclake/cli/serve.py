@@ -210,6 +210,11 @@ def serve(
     # GIL hand-offs every 0.5 ms, not 5: a Delta commit re-takes the GIL several times and, behind a busy
     # Python thread, waited 5 ms each time (docs/kafka-protocol.md, "Throughput"; docs/decisions.md)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    # an Arrow pool that gives freed memory back: the broker's RSS follows what it holds, not its peak
+    # (docs/decisions.md, "Broker memory: an Arrow pool that gives memory back")
+    from topiclake.process.memory import choose_arrow_pool
+
+    choose_arrow_pool()
     from topiclake.platform import Storage
 
     # a wrong endpoint, bucket or key: one line and exit 1 (StorageError), before uvicorn or delta-rs run

@@ -26,6 +26,7 @@ from topiclake.kafka.classic_groups import ClassicGroups
 from topiclake.kafka.consumer_groups import ConsumerGroups
 from topiclake.kafka.context import ConnectionState, Context
 from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_response
+from topiclake.kafka.read_ahead import READ_AHEAD, ReadAhead
 from topiclake.kafka.versions import API_VERSIONS, BEFORE_AUTHENTICATION, supported
 from topiclake.platform import Broker
 from topiclake.platform.cluster import Endpoint
@@ -129,6 +130,7 @@ class KafkaListener:
             cfg.consumer_group_session_timeout_ms, cfg.consumer_group_heartbeat_interval_ms
         )
         self.context.state["consumer_groups"] = self.consumer_groups
+        self.context.state[READ_AHEAD] = ReadAhead()
 
     async def start(self) -> None:
         """Bind the port and register the listener with the broker.
@@ -196,6 +198,7 @@ class KafkaListener:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
+        self.context.state[READ_AHEAD].close()
         self.context.executor.shutdown(wait=False, cancel_futures=True)
         self.context.poll_executor.shutdown(wait=False, cancel_futures=True)
         logger.info("kafka listener of broker %d closed", self.broker.config.broker_id)

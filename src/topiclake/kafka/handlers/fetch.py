@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from functools import partial
 from typing import Any
 
 import pyarrow.compute as pc
@@ -21,6 +22,7 @@ from topiclake.kafka import errors as kerr
 from topiclake.kafka.batch_encoder import encode_up_to
 from topiclake.kafka.codec import Request, ms
 from topiclake.kafka.context import Context
+from topiclake.kafka.read_ahead import READ_AHEAD, Answer, ReadAhead
 
 _POLL_S = 0.005
 _MAX_RECORDS = 100_000
@@ -37,10 +39,40 @@ _RATIOS = "fetch_encoded_ratio"  # key in Context.state: (topic, partition) -> e
 _MIN_RATIO = 0.25
 
 
+def _read(
+    ctx: Context, topic: str, partition: int, offset: int, limit: int, ratio: float, wait_ms: float
+) -> Answer:
+    """Read a partition from ``offset`` and encode up to ``limit`` bytes of it."""
+    res = ctx.broker.fetch(topic, partition, offset, _MAX_RECORDS, max(int(limit / ratio), 1), wait_ms)
+    data, new_ratio, next_offset = b"", None, offset
+    if res.records.num_rows:
+        data, kept = encode_up_to(res.records, limit, 0)
+        arrow = res.records.nbytes * kept / res.records.num_rows
+        new_ratio = min(max(len(data) / max(arrow, 1.0), _MIN_RATIO), 1.0)
+        next_offset = int(res.records["offset"][kept - 1].as_py()) + 1
+    return Answer(data, res.high_watermark, res.log_start_offset, new_ratio, next_offset)
+
+
+def _answer(
+    ctx: Context, key: tuple[str, int], offset: int, limit: int, wait_ms: float, ratios: dict[Any, float]
+) -> Answer:
+    """A partition's answer: read ahead by the previous fetch if it was, else read now; and when this
+    one was cut by its limit with more committed after it, the next one read ahead (read_ahead.py)."""
+    ahead: ReadAhead | None = ctx.state.get(READ_AHEAD)
+    answer = ahead.take((*key, offset, limit)) if ahead is not None else None
+    if answer is None or not answer.data:
+        answer = _read(ctx, key[0], key[1], offset, limit, ratios.get(key, 1.0), wait_ms)
+    if answer.ratio is not None:
+        ratios[key] = answer.ratio
+    if ahead is not None and answer.next_offset < answer.high_watermark and 2 * len(answer.data) >= limit:
+        after = answer.next_offset
+        ahead.start((*key, after, limit), partial(_read, ctx, *key, after, limit, ratios.get(key, 1.0), 0.0))
+    return answer
+
+
 def _fetch_once(ctx: Context, body: Any, wait_ms: float) -> tuple[list[dict[str, Any]], int]:
     total = 0
     budget = max(int(getattr(body, "max_bytes", 0x7FFFFFFF)), 1)
-    epoch = 0
     topics = []
     starts: dict[tuple[str, int], tuple[int, float]] = ctx.state.setdefault(_LOG_STARTS, {})
     ratios: dict[tuple[str, int], float] = ctx.state.setdefault(_RATIOS, {})
@@ -58,24 +90,22 @@ def _fetch_once(ctx: Context, body: Any, wait_ms: float) -> tuple[list[dict[str,
             }
             key = (str(t.topic), int(p.partition))
             try:
-                limit = max(min(int(p.partition_max_bytes), budget), 1)
-                ratio = ratios.get(key, 1.0)
-                res = ctx.broker.fetch(
-                    key[0], key[1], int(p.fetch_offset), _MAX_RECORDS, max(int(limit / ratio), 1), wait_ms
-                )
-                data = b""
-                if budget > 0 and res.records.num_rows:
-                    data, kept = encode_up_to(res.records, limit, epoch)
-                    arrow = res.records.nbytes * kept / res.records.num_rows
-                    ratios[key] = min(max(len(data) / max(arrow, 1.0), _MIN_RATIO), 1.0)
+                if budget > 0:
+                    limit = max(min(int(p.partition_max_bytes), budget), 1)
+                    answer = _answer(ctx, key, int(p.fetch_offset), limit, wait_ms, ratios)
+                    data = answer.data
+                else:  # the fetch's byte budget is spent: the partition's ends only
+                    res = ctx.broker.fetch(key[0], key[1], int(p.fetch_offset), 1, 1, wait_ms)
+                    answer = Answer(b"", res.high_watermark, res.log_start_offset, None, 0)
+                    data = b""
                 budget -= len(data)
                 total += len(data)
-                starts[key] = (res.log_start_offset, time.monotonic())
+                starts[key] = (answer.log_start_offset, time.monotonic())
                 out.update(
                     error_code=0,
-                    high_watermark=res.high_watermark,
-                    last_stable_offset=res.high_watermark,
-                    log_start_offset=res.log_start_offset,
+                    high_watermark=answer.high_watermark,
+                    last_stable_offset=answer.high_watermark,
+                    log_start_offset=answer.log_start_offset,
                     records=data,
                 )
             except TopiclakeError as exc:
