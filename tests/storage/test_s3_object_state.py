@@ -187,3 +187,42 @@ def test_runs_not_held_in_memory_are_read_with_one_get_a_file(s3: S3Warehouse) -
     check_log(rows, 2)
     check_acked(acked, rows)
     assert len(rows) == len(acked)
+
+
+def test_runs_held_in_part_read_only_the_older_files(s3: S3Warehouse) -> None:
+    """A tail cache holding only the newest files of a run: compaction GETs the older files alone and takes
+    the rest from memory (issue 28: no GET of what the broker still holds); every acknowledged record
+    stays once, in offset order."""
+    storage = Storage(s3.uri, s3.options)
+    acked: dict[str, tuple[int, int]] = {}
+    config = BrokerConfig(
+        linger_ms=0,
+        compact_min_files=4,
+        checkpoint_interval=8,
+        maintenance_interval_ms=100,
+        tail_cache_bytes=700_000,  # ~4 of the commits below per partition (150 kB each: never merged)
+    )
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=2)
+        stats = broker.log("t").maintainer.stats
+        s3.proxy.record()
+        deadline = time.monotonic() + 30
+        n = 0
+        while stats.runs_partly_from_memory < 2:
+            assert time.monotonic() < deadline, stats
+            _produce(broker, 1, f"c{n}-{'x' * 150_000}-", acked)
+            n += 1
+        while stats.compactions < stats.runs_from_memory + stats.runs_partly_from_memory:  # committed
+            assert time.monotonic() < deadline, stats
+            time.sleep(0.05)
+        requests = s3.proxy.requests()
+        s3.proxy.record(False)
+        assert stats.failures == 0, stats
+        read_back = stats.files_removed
+    gets = [r for r in requests if r[1] == "GET" and r[3].endswith(".parquet") and "_delta_log" not in r[3]]
+    assert gets, "the older files were read back"
+    assert len(gets) < read_back, (len(gets), read_back)  # the newer ones came from memory
+    rows = table_rows(storage, "t")
+    check_log(rows, 2)
+    check_acked(acked, rows)
+    assert len(rows) == len(acked)
