@@ -85,8 +85,10 @@ class TableMaintainer(CompactionRound):
         object_rewrites: Rewrites | None = None,
         held: Held | None = None,
         object_state: tuple[ObjectTableState, Callable[[int], bytes | None]] | None = None,
+        leases_seen: Callable[[list[dict[str, object]]], None] | None = None,
     ) -> None:
         self.topic = topic
+        self._leases_seen = leases_seen  # the round's listing of leases, shared with the flusher's look
         # on S3 with the broker's own appends: the table's state kept from the entries the appender wrote
         # and read (handed over by the callable), checkpointed by us: no delta-rs replay (object_state.py)
         self._state = object_state
@@ -194,6 +196,8 @@ class TableMaintainer(CompactionRound):
         shared by compaction's and cleanup's checks."""
         if self._round_leases is None:
             self._round_leases = active_leases(self._storage, self.topic)
+            if self._leases_seen is not None:
+                self._leases_seen(self._round_leases)
         return [x for x in self._round_leases if kind is None or x.get("kind", "log") == kind]
 
     def _fs(self) -> Any:

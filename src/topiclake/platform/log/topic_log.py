@@ -135,6 +135,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             # a local disk too, a small file read back costs CPU (and the GIL) the appends need
             held=self.held_newest if self._fast is not None else None,
             object_state=object_state(self._fast),
+            leases_seen=self._intents_seen,
         )
         self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
