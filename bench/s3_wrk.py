@@ -57,8 +57,8 @@ class Row:
     records: int
     commits: int
     requests: dict[str, int] = field(default_factory=dict)
-    commit_ms: float = 0.0  # a commit's mean time (the flusher's, data files to log entry), from /metrics
     by_path: dict[str, int] = field(default_factory=dict)  # "OP what" (the proxy's log), S3 only
+    commit_ms: float = 0.0  # a commit's mean time (the flusher's, data files to log entry), from /metrics
 
     @property
     def mb(self) -> float:
