@@ -158,9 +158,12 @@ class CompactionRound:
             if held is None:
                 return self._state[0].read_run(run.inside, run.lo, run.hi)
             older, newer = held
-            self.stats.runs_partly_from_memory += 1
             first_held = int(newer["offset"][0].as_py())
-            return pa.concat_tables([self._state[0].read_run(older, run.lo, first_held - 1), newer])
+            read = self._state[0].read_run(older, run.lo, first_held - 1)
+            if not read.schema.equals(newer.schema):  # the tail's tables are the topic schema's too
+                return self._state[0].read_run(run.inside, run.lo, run.hi)
+            self.stats.runs_partly_from_memory += 1
+            return pa.concat_tables([read, newer])
         return run_records(fs, run)
 
     def _rewrite(self, dt: DeltaTable, fs: Any, run: Run) -> None:
