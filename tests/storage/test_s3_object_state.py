@@ -5,6 +5,7 @@ checkpoints ours and read by delta-rs (files, ``txn`` ids, tombstones), a new br
 from __future__ import annotations
 
 import time
+from urllib.parse import unquote
 
 import orjson
 import pyarrow as pa
@@ -16,6 +17,7 @@ from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log._base import partition_app_id
 from topiclake.platform.log.object_append import ObjectAppender
 from topiclake.platform.log.object_state import ObjectTableState
+from topiclake.platform.log.partition_offsets import recorded_partition_offsets
 
 CONFIG = BrokerConfig(
     linger_ms=0, compact_min_files=4, checkpoint_interval=8, maintenance_interval_ms=100, log_retention_ms=0
@@ -226,3 +228,30 @@ def test_runs_held_in_part_read_only_the_older_files(s3: S3Warehouse) -> None:
     check_log(rows, 2)
     check_acked(acked, rows)
     assert len(rows) == len(acked)
+
+
+def test_partition_ends_recorded_from_the_state_without_reading_the_log(s3: S3Warehouse) -> None:
+    """The partitions' ends in ``_system/partition_offsets`` come from the maintainer's table state (its
+    ``txn`` ids and file index): recorded after a change, equal to the high watermarks, and no GET or LIST
+    of the topic's log for them (a delta-rs handle was opened once a minute for this)."""
+    storage = Storage(s3.uri, s3.options)
+    acked: dict[str, tuple[int, int]] = {}
+    config = BrokerConfig(
+        linger_ms=0, checkpoint_interval=1000, maintenance_interval_ms=100, offsets_history_ms=300
+    )
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=2)
+        info = broker.describe_topic("t")
+        _produce(broker, 1, "a", acked)
+        time.sleep(0.5)
+        s3.proxy.record()
+        _produce(broker, 3, "b", acked)
+        deadline = time.monotonic() + 30
+        while recorded_partition_offsets(storage).get((info.topic_id, 0)) != (0, 4):
+            assert time.monotonic() < deadline, recorded_partition_offsets(storage)
+            time.sleep(0.2)
+        requests = s3.proxy.requests()
+        s3.proxy.record(False)
+    assert recorded_partition_offsets(storage)[(info.topic_id, 1)] == (0, 4)
+    topic_log = [r for r in requests if "topics/t/_delta_log" in unquote(r[3]) and r[1] in ("GET", "LIST")]
+    assert not topic_log, topic_log

@@ -33,9 +33,10 @@ from deltalake.exceptions import DeltaError
 from topiclake.errors import TopiclakeError
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.log._compaction_round import CompactionRound, Held, MaintenanceStats, Rewrites
-from topiclake.platform.log.file_index import build_index
+from topiclake.platform.log.file_index import FileIndex, build_index
 from topiclake.platform.log.object_state import ObjectTableState, StateGone
 from topiclake.platform.storage import Storage
+from topiclake.platform.storage.delta_state import read_txn
 from topiclake.platform.storage.leases import LeaseKind, active_leases
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class TableMaintainer(CompactionRound):
         storage: Storage,
         config: BrokerConfig,
         leads: Callable[[int], bool] | None = None,
-        history: Callable[[DeltaTable], None] | None = None,
+        history: Callable[[FileIndex, Callable[[str], int | None]], None] | None = None,
         hold: Callable[[], AbstractContextManager[None]] | None = None,
         version: Callable[[], int] | None = None,
         object_rewrites: Rewrites | None = None,
@@ -181,7 +182,9 @@ class TableMaintainer(CompactionRound):
                     self._compact(dt.version(), lambda: build_index(dt, self._fs()), dt)
                     if self._leads(0):
                         self._checkpoint(dt)
-                        self._record_history(lambda: dt)
+                        self._record_history(
+                            lambda: (build_index(dt, self._fs()), lambda app: read_txn(dt, app))
+                        )
                         self._vacuum(dt)
             except (DeltaError, OSError) as exc:
                 self.stats.failures += 1
@@ -205,8 +208,8 @@ class TableMaintainer(CompactionRound):
 
     def _object_round(self, state: ObjectTableState, entries: Callable[[int], bytes | None]) -> None:
         """A round from the state kept of the log's entries (see :mod:`.object_state`): compaction from
-        its file index, checkpoints and log cleanup written from it; delta-rs only opens the table for
-        what is due at most once a minute (the partitions' ends) or every ``vacuum_interval_ms``."""
+        its file index, checkpoints, log cleanup and the partitions' ends written from it; delta-rs only
+        opens the table for a vacuum (every ``vacuum_interval_ms``, when a tombstone came of age)."""
         assert self._version is not None
         try:
             if state.version < 0:
@@ -220,22 +223,17 @@ class TableMaintainer(CompactionRound):
         if not self._leads(0):
             return
         self._own_checkpoint(state)
-        fresh: list[DeltaTable] = []
-
-        def handle() -> DeltaTable:
-            if not fresh:
-                fresh.append(DeltaTable(self.uri, storage_options=self._storage.options()))
-            return fresh[0]
-
-        # an idle table opens no delta-rs handle (a LIST and GETs, billed): its ends are those recorded,
-        # and a lite vacuum has work only when a tombstone came of age since the last one
-        if state.version != self._history_version and self._record_history(handle):
+        # no delta-rs handle (a LIST and GETs, billed) for the partitions' ends: the state's index and
+        # txn ids, and only after a change; a lite vacuum only when a tombstone came of age since the last
+        if state.version != self._history_version and self._record_history(
+            lambda: (state.index(), state.txn_version)  # the state's: no request
+        ):
             self._history_version = state.version
         if time.monotonic() - self._last_vacuum >= self._config.vacuum_interval_ms / 1000:
             cutoff = int((time.time() - self._config.vacuum_retention_hours * 3600) * 1000)
             stamps = (int(r.get("deletionTimestamp") or 0) for r in list(state.removes.values()))
             if any(self._vacuumed_to < t <= cutoff for t in stamps):
-                self._vacuum(handle())
+                self._vacuum(DeltaTable(self.uri, storage_options=self._storage.options()))
                 self._vacuumed_to = cutoff
             else:
                 self._last_vacuum = time.monotonic()
@@ -257,14 +255,14 @@ class TableMaintainer(CompactionRound):
         self.stats.last_checkpoint_version = state.checkpoint_version
         self._last_checkpoint = time.monotonic()
 
-    def _record_history(self, handle: Callable[[], DeltaTable]) -> bool:
+    def _record_history(self, source: Callable[[], tuple[FileIndex, Callable[[str], int | None]]]) -> bool:
         """Record the partitions' ends when due (``offsets_history_ms``); False when not due."""
         interval = self._config.offsets_history_ms / 1000
         if self._history is None or not interval or time.monotonic() - self._last_history < interval:
             return False
         self._last_history = time.monotonic()
         try:
-            self._history(handle())
+            self._history(*source())
         except TopiclakeError as exc:  # a lost bound only: the next round records again
             logger.warning("topic %s: partition offsets not recorded: %s", self.topic, exc.message)
             return False

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from deltalake import DeltaTable, PostCommitHookProperties
@@ -52,13 +52,13 @@ from topiclake.platform.log.maintenance import (
     TableMaintainer,
 )
 from topiclake.platform.log.object_append import ObjectAppender
-from topiclake.platform.log.partition_offsets import record_partition_offsets
+from topiclake.platform.log.partition_offsets import ends_of, record_partition_offsets
 from topiclake.platform.log.producer_state import ProducerStates, decode_state, producer_app_id
 from topiclake.platform.log.spare_files import SPARES
 from topiclake.platform.log.tail_cache import TailCache
 from topiclake.platform.records import now_ms
 from topiclake.platform.storage import Storage
-from topiclake.platform.storage.delta_state import StateReader, log_entries_gone, read_txn
+from topiclake.platform.storage.delta_state import StateReader, log_entries_gone
 from topiclake.schemas import PARTITION_COLUMNS, TOPIC_SCHEMA
 
 logger = logging.getLogger(__name__)
@@ -364,11 +364,13 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             "high_watermarks": {p: part.high_watermark for p, part in self._parts.items()},
         }
 
-    def _record_ends(self, dt: DeltaTable) -> None:
-        """Record the partitions' ends in ``_system/partition_offsets`` if they moved (maintenance thread)."""
+    def _record_ends(self, index: FileIndex, txn: Callable[[str], int | None]) -> None:
+        """Record the partitions' ends in ``_system/partition_offsets`` if they moved (maintenance thread),
+        from a file index and the table's ``txn`` ids (see :meth:`TableMaintainer._record_history`)."""
         info = self.info
-        ends = tuple(read_txn(dt, partition_app_id(info.name, p)) for p in range(info.partitions))
+        ends = tuple(txn(partition_app_id(info.name, p)) for p in range(info.partitions))
         if ends != self._recorded_ends:
             by = f"broker-{self._config.broker_id}"
-            record_partition_offsets(self._storage, info, partition_app_id, recorded_by=by, table=dt)
+            known = ends_of(info, partition_app_id, index, txn)
+            record_partition_offsets(self._storage, info, partition_app_id, recorded_by=by, ends=known)
             self._recorded_ends = ends
