@@ -58,6 +58,7 @@ class Row:
     commits: int
     requests: dict[str, int] = field(default_factory=dict)
     by_path: dict[str, int] = field(default_factory=dict)  # "OP what" (the proxy's log), S3 only
+    commit_ms: float = 0.0  # a commit's mean time (the flusher's, data files to log entry), from /metrics
 
     @property
     def mb(self) -> float:
@@ -109,6 +110,7 @@ def run_store(
             httpx.post(f"{gw.url}/v1/topics/{topic}/records", content=body(10), headers=JSON, timeout=60)
         for load, topic, per, conns in (("1000 x 8", "big", 1000, 8), ("1 x 32", "one", 1, 32)):
             commits0 = _metric(gw.url, "topiclake_topic_commits")
+            spent0 = _metric(gw.url, "topiclake_topic_commit_latency_seconds_sum")
             before = _counts(proxy)
             if proxy is not None:
                 proxy.record(True)
@@ -121,6 +123,7 @@ def run_store(
             after = _counts(proxy)
             by_path = _by_path(proxy)
             commits = int(_metric(gw.url, "topiclake_topic_commits") - commits0)
+            spent = _metric(gw.url, "topiclake_topic_commit_latency_seconds_sum") - spent0
             requests = {op: after.get(op, 0) - before.get(op, 0) for op in after}
             rows.append(
                 Row(
@@ -134,6 +137,7 @@ def run_store(
                     commits,
                     {k: v for k, v in requests.items() if v},
                     by_path,
+                    round(spent * 1000 / commits, 1) if commits else 0.0,
                 )
             )
             print(f"  {rows[-1]}", flush=True)
@@ -222,15 +226,16 @@ def markdown(rows: list[Row], info: dict[str, str], delay_ms: float) -> str:
         ", ".join(f"{k}: {v}" for k, v in info.items()),
         "",
         "| store | load | records/s | x local | p50 ms | p99 ms | errors | commits | records/commit | "
-        "requests per commit | requests per MB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "commit ms | requests per commit | requests per MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
         if r.load.startswith("idle"):
             total = sum(r.requests.values())
             secs = float(r.load.split()[1])
             ops = ", ".join(f"{op} {n}" for op, n in sorted(r.requests.items())) or "none"
-            lines.append(f"| {r.store} | {r.load} | | | | | | | | {ops} | {total * 10 / secs:.1f} per 10 s |")
+            blank = "| " * 8
+            lines.append(f"| {r.store} | {r.load} {blank}| {ops} | {total * 10 / secs:.1f} per 10 s |")
             continue
         ratio = r.records_per_s / local[r.load] if local.get(r.load) else 0.0
         per = ", ".join(f"{op} {n:.2f}" for op, n in r.per_commit().items())
@@ -238,7 +243,7 @@ def markdown(rows: list[Row], info: dict[str, str], delay_ms: float) -> str:
         rpc = r.records / r.commits if r.commits else 0
         lines.append(
             f"| {r.store} | {r.load} | {r.records_per_s:,.0f} | {ratio:.2f} | {r.p50_ms:.0f} | "
-            f"{r.p99_ms:.0f} | {r.errors} | {r.commits} | {rpc:,.0f} | {per} | {per_mb} |"
+            f"{r.p99_ms:.0f} | {r.errors} | {r.commits} | {rpc:,.0f} | {r.commit_ms:.0f} | {per} | {per_mb} |"
         )
     traced = [r for r in rows if r.by_path and r.commits]
     if traced:

@@ -5,6 +5,7 @@ checkpoints ours and read by delta-rs (files, ``txn`` ids, tombstones), a new br
 from __future__ import annotations
 
 import time
+from urllib.parse import unquote
 
 import orjson
 import pyarrow as pa
@@ -16,6 +17,7 @@ from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log._base import partition_app_id
 from topiclake.platform.log.object_append import ObjectAppender
 from topiclake.platform.log.object_state import ObjectTableState
+from topiclake.platform.log.partition_offsets import recorded_partition_offsets
 
 CONFIG = BrokerConfig(
     linger_ms=0, compact_min_files=4, checkpoint_interval=8, maintenance_interval_ms=100, log_retention_ms=0
@@ -187,3 +189,69 @@ def test_runs_not_held_in_memory_are_read_with_one_get_a_file(s3: S3Warehouse) -
     check_log(rows, 2)
     check_acked(acked, rows)
     assert len(rows) == len(acked)
+
+
+def test_runs_held_in_part_read_only_the_older_files(s3: S3Warehouse) -> None:
+    """A tail cache holding only the newest files of a run: compaction GETs the older files alone and takes
+    the rest from memory (issue 28: no GET of what the broker still holds); every acknowledged record
+    stays once, in offset order."""
+    storage = Storage(s3.uri, s3.options)
+    acked: dict[str, tuple[int, int]] = {}
+    config = BrokerConfig(
+        linger_ms=0,
+        compact_min_files=4,
+        checkpoint_interval=8,
+        maintenance_interval_ms=100,
+        tail_cache_bytes=700_000,  # ~4 of the commits below per partition (150 kB each: never merged)
+    )
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=2)
+        stats = broker.log("t").maintainer.stats
+        s3.proxy.record()
+        deadline = time.monotonic() + 30
+        n = 0
+        while stats.runs_partly_from_memory < 2:
+            assert time.monotonic() < deadline, stats
+            _produce(broker, 1, f"c{n}-{'x' * 150_000}-", acked)
+            n += 1
+        while stats.compactions < stats.runs_from_memory + stats.runs_partly_from_memory:  # committed
+            assert time.monotonic() < deadline, stats
+            time.sleep(0.05)
+        requests = s3.proxy.requests()
+        s3.proxy.record(False)
+        assert stats.failures == 0, stats
+        read_back = stats.files_removed
+    gets = [r for r in requests if r[1] == "GET" and r[3].endswith(".parquet") and "_delta_log" not in r[3]]
+    assert gets, "the older files were read back"
+    assert len(gets) < read_back, (len(gets), read_back)  # the newer ones came from memory
+    rows = table_rows(storage, "t")
+    check_log(rows, 2)
+    check_acked(acked, rows)
+    assert len(rows) == len(acked)
+
+
+def test_partition_ends_recorded_from_the_state_without_reading_the_log(s3: S3Warehouse) -> None:
+    """The partitions' ends in ``_system/partition_offsets`` come from the maintainer's table state (its
+    ``txn`` ids and file index): recorded after a change, equal to the high watermarks, and no GET or LIST
+    of the topic's log for them (a delta-rs handle was opened once a minute for this)."""
+    storage = Storage(s3.uri, s3.options)
+    acked: dict[str, tuple[int, int]] = {}
+    config = BrokerConfig(
+        linger_ms=0, checkpoint_interval=1000, maintenance_interval_ms=100, offsets_history_ms=300
+    )
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=2)
+        info = broker.describe_topic("t")
+        _produce(broker, 1, "a", acked)
+        time.sleep(0.5)
+        s3.proxy.record()
+        _produce(broker, 3, "b", acked)
+        deadline = time.monotonic() + 30
+        while recorded_partition_offsets(storage).get((info.topic_id, 0)) != (0, 4):
+            assert time.monotonic() < deadline, recorded_partition_offsets(storage)
+            time.sleep(0.2)
+        requests = s3.proxy.requests()
+        s3.proxy.record(False)
+    assert recorded_partition_offsets(storage)[(info.topic_id, 1)] == (0, 4)
+    topic_log = [r for r in requests if "topics/t/_delta_log" in unquote(r[3]) and r[1] in ("GET", "LIST")]
+    assert not topic_log, topic_log

@@ -103,28 +103,36 @@ _CLUSTER = ("_system/brokers", "_system/partition_state", "_system/topics")
 
 def test_idle_broker_on_s3_sends_almost_no_requests(s3: S3Warehouse) -> None:
     """Issue 28: an idle topic costs <= 1 request per 10 s per broker once maintenance settled (cluster
-    membership aside): the broker polls only for what other processes change, and seldom (the quota and
-    offsets tables, the topics' history once a minute on object storage, not every 10 s)."""
-    with _gateway(s3) as base:
+    membership aside): the broker polls only for what other processes change, and seldom; an idle table's
+    maintainer opens no delta-rs handle (its partitions' ends were recorded after the last change, no
+    tombstone came of age). bench/s3_idle.py measures a whole minute: 0.33 per 10 s per idle topic."""
+    # the partitions' ends are recorded 5 s after a change (default: a minute): a handle opened for them
+    # every 5 s would show in the window; the console's first scan of each topic's history (60 s after
+    # the gateway started, once per topic) comes before it
+    with _gateway(s3, TOPICLAKE_BROKER__OFFSETS_HISTORY_MS="5000") as base:
         ready = time.monotonic()
         for topic in ("idle-a", "idle-b"):
             _cli(base, "topics", "create", topic, "--partitions", "2")
             _cli(base, "produce", topic, stdin="".join(f"v{i}\n" for i in range(5)))
         out = _cli(base, "consume", "idle-a", "--group", "g", "--from-beginning", "--max-messages", "5")
         assert len(out.split()) == 5
-        time.sleep(10)  # maintenance's round after the last commits (due 5 s after them)
-        if time.monotonic() - ready > 35:  # the window would meet the once-a-minute looks
-            pytest.skip("setup too slow to leave a window before the broker's once-a-minute looks")
+        if time.monotonic() - ready > 50:
+            pytest.skip("setup too slow to settle before the console's first scan")
+        time.sleep(max(0.0, ready + 64 - time.monotonic()))
         s3.proxy.record(True)
-        for _ in range(2):  # two rounds of the 10 s pollers and of the console's sampler
+        for _ in range(3):  # three rounds of the 10 s pollers and of the console's sampler
             assert "topiclake_partition_end_offset" in httpx.get(f"{base}/metrics").text  # from memory
             time.sleep(10)
         logged = s3.proxy.requests()
         s3.proxy.record(False)
     cluster = [r for r in logged if any(p in unquote(r[3]) for p in _CLUSTER)]
     assert cluster, "the proxy logged none of the cluster's heartbeats: it did not record"
-    other = [
-        f"{t:.1f} {op} {unquote(path)}" for t, op, _m, path in logged if (t, op, _m, path) not in cluster
-    ]
-    # 2 idle topics x 20 s; before: 6 (the quota table's LIST, the offsets table's LIST + GET every 10 s)
-    assert len(other) <= 4, "\n".join(other)
+    other = [(op, unquote(path)) for _t, op, _m, path in logged if (_t, op, _m, path) not in cluster]
+    shown = "\n".join(f"{op} {path}" for op, path in other)
+    for topic in ("idle-a", "idle-b"):
+        mine = [r for r in other if f"/topics/{topic}/" in r[1] or f"prefix=wh/topics/{topic}/" in r[1]]
+        assert len(mine) <= 3, shown  # the target: <= 1 per 10 s (measured: a LIST and a GET a minute)
+        assert not [r for r in mine if r[1].endswith(".json") or "checkpoint.parquet" in r[1]], shown
+    # the broker's own, whatever its topics: the quota and offsets tables' looks, once a minute each
+    base_cost = [r for r in other if "/topics/" not in r[1] and "prefix=wh/topics/" not in r[1]]
+    assert len(base_cost) <= 3, shown

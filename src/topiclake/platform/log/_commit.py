@@ -233,19 +233,20 @@ class LogCommits(LogLocal):
         """Hold this commit while another writer of the topic has announced its intent (see leases.py).
 
         The lease directory is looked at once every 100 ms at most, so an idle check costs nothing. On
-        object storage once a second, and that idle look (a LIST, a round trip to the store: on one
-        commit a second it was a +20 ms step in single-record latency) runs on a pool thread: a writer's
-        intent then holds the commit after the one that saw it. While an intent is seen, the looks are
-        the flusher's own, every 20 ms.
+        object storage every 2 s (a maintenance round's listing stands for it when newer), and that idle
+        look (a LIST, a round trip to the store: on one commit a second it was a +20 ms step in
+        single-record latency) runs on a pool thread: a writer's intent then holds the commit after the
+        one that saw it. While an intent is seen, the looks are the flusher's own, every 20 ms.
         """
         deadline = time.monotonic() + WRITE_INTENT_MAX_S
         while self._holds and time.monotonic() < deadline and not self._closing:  # this process's own
             time.sleep(0.002)
         while True:
             now = time.monotonic()
-            # on object storage each look is a billed LIST: once a second (a writer that announced its
-            # intent retries until the brokers hold; the intent only buys it a turn sooner)
-            idle_s = 0.1 if self._storage.is_local else 1.0
+            # on object storage each look is a billed LIST: every 2 s, or the maintenance round's listing
+            # (_intents_seen) when it is newer (a writer that announced its intent retries until the
+            # brokers hold; the intent only buys it a turn sooner)
+            idle_s = 0.1 if self._storage.is_local else 2.0
             if now - self._intents_checked >= (0.02 if self._intents else idle_s):
                 self._intents_checked = now
                 if self._storage.is_local or self._intents:
@@ -255,6 +256,12 @@ class LogCommits(LogLocal):
             if not self._intents or now >= deadline or self._closing:
                 return
             time.sleep(0.01)
+
+    def _intents_seen(self, leases: list[dict[str, object]]) -> None:
+        """Another listing of the topic's leases (the maintenance round's) stands for the flusher's idle
+        look: on object storage each look is a LIST, billed as a PUT."""
+        self._intents = any(lease.get("kind", "log") == "write" for lease in leases)
+        self._intents_checked = time.monotonic()
 
     def _check_intents(self) -> None:
         try:

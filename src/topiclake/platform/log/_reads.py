@@ -319,6 +319,24 @@ class LogReads(LogBase):
             return None  # the tail starts inside the first file (or the files are not what it holds)
         return rows
 
+    def held_newest(self, inside: list[DataFile], lo: int, hi: int) -> tuple[list[DataFile], pa.Table] | None:
+        """The records of the newest of the files ``inside`` (one partition and segment, offsets
+        ``lo``..``hi``) that the partition's tail cache holds whole, and the older files it does not hold
+        (empty: all held, as :meth:`held_records`); None when it holds none of them. On object storage a
+        compaction run that the tail holds only in part then GETs the older files alone."""
+        if not inside:
+            return None
+        part = self._parts.get(inside[0].partition)
+        start = part.tail.start_offset() if part is not None else None
+        if start is None:
+            return None
+        files = sorted(inside, key=lambda f: f.min_offset)
+        for k, f in enumerate(files):
+            if f.min_offset >= start:
+                rows = self.held_records(files[k:], lo if k == 0 else f.min_offset, hi)
+                return None if rows is None else (files[:k], rows)
+        return None
+
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
         """The earliest offset whose timestamp is >= ``timestamp_ms``, or None if there is none."""
         self._partition(partition)

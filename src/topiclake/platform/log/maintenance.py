@@ -25,20 +25,18 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, write_deltalake
+from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from topiclake.errors import TopiclakeError
 from topiclake.platform.config import BrokerConfig
-from topiclake.platform.log._local_compaction import commit_rewrites
-from topiclake.platform.log.compaction_runs import Run, disjoint_runs, run_records, tier
-from topiclake.platform.log.file_index import DataFile, FileIndex, build_index
+from topiclake.platform.log._compaction_round import CompactionRound, Held, MaintenanceStats, Rewrites
+from topiclake.platform.log.file_index import FileIndex, build_index
 from topiclake.platform.log.object_state import ObjectTableState, StateGone
 from topiclake.platform.storage import Storage
+from topiclake.platform.storage.delta_state import read_txn
 from topiclake.platform.storage.leases import LeaseKind, active_leases
 
 logger = logging.getLogger(__name__)
@@ -63,39 +61,12 @@ LOCAL_CHECKPOINT_MIN_S = 2.0
 TOMBSTONE_RETENTION_S = 60
 
 
-#: A maintenance round's rewrites committed in one log entry: (table version read, [(files, records)]) ->
-#: False when another writer removed one of the files first.
-Rewrites = Callable[[int, list[tuple[list[DataFile], pa.Table]]], bool]
-
-
 def log_retention_property(ms: int) -> str:
     """``delta.logRetentionDuration`` for a retention in milliseconds."""
     return f"interval {max(ms // 1000, 0)} seconds"
 
 
-@dataclass
-class MaintenanceStats:
-    """What maintenance did to one table (for metrics, benchmarks and tests)."""
-
-    checkpoints: int = 0
-    cleanups_held: int = 0
-    compactions_held: int = 0
-    index_builds: int = 0  # file indexes built by compaction rounds (none for a table that did not change)
-    rounds: int = 0
-    compactions: int = 0  # runs merged (one per tier of a segment)
-    compaction_commits: int = 0  # log entries they took (one a round on the local append path)
-    runs_from_memory: int = 0  # runs whose records came from the tail caches, no file read back
-    compactions_dropped: int = 0  # rounds whose rewrite lost to another rewrite of the same files
-    files_removed: int = 0
-    files_added: int = 0
-    vacuums: int = 0
-    failures: int = 0
-    last_error: str | None = None
-    last_checkpoint_version: int = -1
-    durations_ms: list[float] = field(default_factory=list)
-
-
-class TableMaintainer:
+class TableMaintainer(CompactionRound):
     """Maintenance of one topic table, with its own Delta handle (never the commit path's).
 
     In a cluster every broker maintains only what it leads: it compacts the partitions it leads, and the
@@ -109,14 +80,16 @@ class TableMaintainer:
         storage: Storage,
         config: BrokerConfig,
         leads: Callable[[int], bool] | None = None,
-        history: Callable[[DeltaTable], None] | None = None,
+        history: Callable[[FileIndex, Callable[[str], int | None]], None] | None = None,
         hold: Callable[[], AbstractContextManager[None]] | None = None,
         version: Callable[[], int] | None = None,
         object_rewrites: Rewrites | None = None,
-        held: Callable[[list[DataFile], int, int], pa.Table | None] | None = None,
+        held: Held | None = None,
         object_state: tuple[ObjectTableState, Callable[[int], bytes | None]] | None = None,
+        leases_seen: Callable[[list[dict[str, object]]], None] | None = None,
     ) -> None:
         self.topic = topic
+        self._leases_seen = leases_seen  # the round's listing of leases, shared with the flusher's look
         # on S3 with the broker's own appends: the table's state kept from the entries the appender wrote
         # and read (handed over by the callable), checkpointed by us: no delta-rs replay (object_state.py)
         self._state = object_state
@@ -130,6 +103,8 @@ class TableMaintainer:
         self._hold = hold or nullcontext
         self._history = history  # records the partitions' ends (topiclake.platform.log.partition_offsets)
         self._last_history = time.monotonic()
+        self._history_version = -1  # S3: the state's version when the ends were last recorded
+        self._vacuumed_to = 0  # S3: tombstones deleted up to here (ms) were vacuumed already
         self._leads = leads or (lambda _p: True)
         self.uri = uri
         self._storage = storage
@@ -207,7 +182,9 @@ class TableMaintainer:
                     self._compact(dt.version(), lambda: build_index(dt, self._fs()), dt)
                     if self._leads(0):
                         self._checkpoint(dt)
-                        self._record_history(lambda: dt)
+                        self._record_history(
+                            lambda: (build_index(dt, self._fs()), lambda app: read_txn(dt, app))
+                        )
                         self._vacuum(dt)
             except (DeltaError, OSError) as exc:
                 self.stats.failures += 1
@@ -222,6 +199,8 @@ class TableMaintainer:
         shared by compaction's and cleanup's checks."""
         if self._round_leases is None:
             self._round_leases = active_leases(self._storage, self.topic)
+            if self._leases_seen is not None:
+                self._leases_seen(self._round_leases)
         return [x for x in self._round_leases if kind is None or x.get("kind", "log") == kind]
 
     def _fs(self) -> Any:
@@ -229,8 +208,8 @@ class TableMaintainer:
 
     def _object_round(self, state: ObjectTableState, entries: Callable[[int], bytes | None]) -> None:
         """A round from the state kept of the log's entries (see :mod:`.object_state`): compaction from
-        its file index, checkpoints and log cleanup written from it; delta-rs only opens the table for
-        what is due at most once a minute (the partitions' ends) or every ``vacuum_interval_ms``."""
+        its file index, checkpoints, log cleanup and the partitions' ends written from it; delta-rs only
+        opens the table for a vacuum (every ``vacuum_interval_ms``, when a tombstone came of age)."""
         assert self._version is not None
         try:
             if state.version < 0:
@@ -244,16 +223,21 @@ class TableMaintainer:
         if not self._leads(0):
             return
         self._own_checkpoint(state)
-        fresh: list[DeltaTable] = []
-
-        def handle() -> DeltaTable:
-            if not fresh:
-                fresh.append(DeltaTable(self.uri, storage_options=self._storage.options()))
-            return fresh[0]
-
-        self._record_history(handle)
+        # no delta-rs handle (a LIST and GETs, billed) for the partitions' ends: the state's index and
+        # txn ids, and only after a change; a lite vacuum only when a tombstone came of age since the last
+        if state.version != self._history_version and self._record_history(
+            lambda: (state.index(), state.txn_version)  # the state's: no request
+        ):
+            self._history_version = state.version
         if time.monotonic() - self._last_vacuum >= self._config.vacuum_interval_ms / 1000:
-            self._vacuum(handle())
+            cutoff = int((time.time() - self._config.vacuum_retention_hours * 3600) * 1000)
+            stamps = (int(r.get("deletionTimestamp") or 0) for r in list(state.removes.values()))
+            if any(self._vacuumed_to < t <= cutoff for t in stamps):
+                self._vacuum(DeltaTable(self.uri, storage_options=self._storage.options()))
+                self._vacuumed_to = cutoff
+            else:
+                self._last_vacuum = time.monotonic()
+                self.stats.vacuums_skipped += 1
 
     def _own_checkpoint(self, state: ObjectTableState) -> None:
         last = max(self.stats.last_checkpoint_version, state.checkpoint_version, 0)
@@ -271,15 +255,18 @@ class TableMaintainer:
         self.stats.last_checkpoint_version = state.checkpoint_version
         self._last_checkpoint = time.monotonic()
 
-    def _record_history(self, handle: Callable[[], DeltaTable]) -> None:
+    def _record_history(self, source: Callable[[], tuple[FileIndex, Callable[[str], int | None]]]) -> bool:
+        """Record the partitions' ends when due (``offsets_history_ms``); False when not due."""
         interval = self._config.offsets_history_ms / 1000
         if self._history is None or not interval or time.monotonic() - self._last_history < interval:
-            return
+            return False
         self._last_history = time.monotonic()
         try:
-            self._history(handle())
+            self._history(*source())
         except TopiclakeError as exc:  # a lost bound only: the next round records again
             logger.warning("topic %s: partition offsets not recorded: %s", self.topic, exc.message)
+            return False
+        return True
 
     def _checkpoint(self, dt: DeltaTable) -> None:
         version = dt.version()
@@ -296,133 +283,6 @@ class TableMaintainer:
         self.stats.last_checkpoint_version = version
         self._last_checkpoint = time.monotonic()
         logger.debug("topic %s: checkpoint at version %d, old log entries cleaned", self.topic, version)
-
-    def _compact(self, version: int, build: Callable[[], FileIndex], dt: DeltaTable | None) -> None:
-        if version == self._last_compaction_version:
-            return
-        if version == self._held_version:  # nothing new since a rewrite lease held it: no index rebuilt
-            if self._leases("rewrite"):
-                self.stats.compactions_held += 1
-                return
-            self._held_version = -1
-        fs = self._fs()
-        index = build()
-        self.stats.index_builds += 1
-        runs: list[Run] = []
-        for partition in index.partitions():
-            if not self._leads(partition):
-                continue
-            by_segment: dict[int, list[DataFile]] = {}
-            for f in index.files(partition):
-                by_segment.setdefault(f.segment, []).append(f)
-            for files in by_segment.values():
-                runs += disjoint_runs(files, self.pick_runs(files))
-        if runs and self._leases("rewrite"):
-            # a Spark job rewrites this topic: our millisecond commits would win every race against its
-            # seconds-long rewrite; the next round after its lease is gone compacts what is left
-            self.stats.compactions_held += 1
-            self._held_version = version
-            return
-        self._last_compaction_version = version
-        if not runs:
-            return
-        if self._local:  # every run of the round in one commit (one link beside hundreds of appends)
-            self._rewrite_round(version, fs, runs, lambda v, rw: commit_rewrites(self.uri, v, rw))
-        elif self._object_rewrites is not None:  # the same on S3: one conditional PUT a round
-            self._rewrite_round(version, fs, runs, self._object_rewrites)
-        else:
-            assert dt is not None
-            for run in runs:  # other partitions' files are untouched by a rewrite: the index stays valid
-                self._rewrite(dt, fs, run)
-
-    def pick_runs(self, files: list[DataFile]) -> list[list[DataFile]]:
-        """The runs of files of one segment to merge now: one per full tier, lowest tier first.
-
-        Tiered, as in an LSM tree: a file's tier is floor(log_N(records)) with N = ``compact_min_files``;
-        when a tier holds N or more files, they are all merged into one file of a higher tier. Every record
-        is thus rewritten about log_N(records per full file) times, never once per round, and between
-        rounds a segment holds at most N - 1 files per tier plus full-size files and what was committed
-        during the round. Every full tier is merged in the same round: when appends fill tier 0 in every
-        round (one file per partition per commit, dozens of commits per round under load), merging only
-        the lowest full tier would leave each higher tier to grow by one file a round, without bound.
-        """
-        n = self._config.compact_min_files
-        small = self._config.compact_target_bytes // 4
-        tiers: dict[int, list[DataFile]] = {}
-        for f in files:
-            if f.size_bytes < small:
-                tiers.setdefault(tier(max(f.num_records, 1), n), []).append(f)
-        return [sorted(tiers[t], key=lambda f: f.min_offset) for t in sorted(tiers) if len(tiers[t]) >= n]
-
-    def pick_run(self, files: list[DataFile]) -> list[DataFile]:
-        """The files of the lowest full tier of one segment (see :meth:`pick_runs`), or none."""
-        runs = self.pick_runs(files)
-        return runs[0] if runs else []
-
-    def _rewrite_round(self, version: int, fs: Any, runs: list[Run], commit: Rewrites) -> None:
-        """Rewrite every run of the round as one log entry (see :mod:`._local_compaction`)."""
-        rewrites = [(run.inside, self._records(fs, run)) for run in runs]
-        if not commit(version, rewrites):
-            self.stats.compactions_dropped += 1
-            logger.info("topic %s: compaction dropped, some of its files were rewritten first", self.topic)
-            return
-        self.stats.compaction_commits += 1
-        for run, (_inside, data) in zip(runs, rewrites, strict=True):
-            self._count(run, data.num_rows)
-
-    def _records(self, fs: Any, run: Run) -> pa.Table:
-        """The records of ``run``: from memory when the broker holds them all, else read from its files."""
-        held = self._held(run.inside, run.lo, run.hi) if self._held is not None else None
-        if held is not None:
-            self.stats.runs_from_memory += 1
-            return held
-        if self._state is not None:  # S3: one GET a file, not pyarrow's HEAD and ranged GETs
-            return self._state[0].read_run(run.inside, run.lo, run.hi)
-        return run_records(fs, run)
-
-    def _rewrite(self, dt: DeltaTable, fs: Any, run: Run) -> None:
-        """Replace the records of one offset range of a (partition, segment) by the same records, sorted
-        by offset, in as few files as the target size allows.
-
-        delta-rs ``optimize.compact`` is not used: in deltalake 1.6.6 it does not check for a concurrent
-        or earlier rewrite of the files it read (two compactions of the same files both commit, and every
-        record is then there twice) and it ignores ``txn`` actions. A predicate overwrite has that check:
-        if anything else rewrote or deleted those records since our snapshot, this commit fails and the
-        next round starts again. Appends to the partition commit beside it after one retry.
-        """
-        data = run_records(fs, run)
-        predicate = (
-            f"partition = {run.partition} AND segment = {run.segment} "
-            f"AND offset >= {run.lo} AND offset <= {run.hi}"
-        )
-        write_deltalake(
-            dt,
-            data,
-            mode="overwrite",
-            predicate=predicate,
-            target_file_size=self._config.compact_target_bytes,
-            commit_properties=CommitProperties(custom_metadata={"topiclake.operation": "compaction"}),
-            post_commithook_properties=PostCommitHookProperties(
-                create_checkpoint=False, cleanup_expired_logs=False
-            ),
-        )
-        self.stats.compaction_commits += 1
-        self._count(run, data.num_rows)
-
-    def _count(self, run: Run, records: int) -> None:
-        self.stats.compactions += 1
-        self.stats.files_removed += len(run.inside)
-        self.stats.files_added += 1
-        logger.info(
-            "topic %s partition %d segment %d: compacted %d files (offsets %d-%d, %d records)",
-            self.topic,
-            run.partition,
-            run.segment,
-            len(run.inside),
-            run.lo,
-            run.hi,
-            records,
-        )
 
     def _vacuum(self, dt: DeltaTable) -> None:
         now = time.monotonic()

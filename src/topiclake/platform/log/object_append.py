@@ -180,16 +180,20 @@ class ObjectAppender:
         """:meth:`write_files` of several tables at once, each (partition, segment) of each table its own
         file (a compaction round: one file per run, even for two runs of one segment)."""
         now = int(time.time() * 1000)
-        encoded = [
-            self._encode(key, rows, now, data_change) for data in tables for key, rows in _groups(data)
-        ]
-        if len(encoded) == 1:
-            self.client.put(*encoded[0][0])
-        else:
-            futures = [_uploads().submit(self.client.put, *put) for put, _ in encoded]
-            for future in futures:
-                future.result()
-        return [add for _, add in encoded]
+        groups = [(key, rows) for data in tables for key, rows in _groups(data)]
+        if len(groups) == 1:
+            return [self._store(*groups[0], now, data_change)]
+        # each file encoded and PUT on a pool thread (pyarrow encodes without the GIL): a file's PUT
+        # starts when its own encoding is done, not after every file's
+        futures = [_uploads().submit(self._store, key, rows, now, data_change) for key, rows in groups]
+        return [future.result() for future in futures]
+
+    def _store(
+        self, key: tuple[int, int], rows: pa.Table, now: int, data_change: bool
+    ) -> dict[str, dict[str, object]]:
+        put, add = self._encode(key, rows, now, data_change)
+        self.client.put(*put)
+        return add
 
     def _encode(
         self, key: tuple[int, int], rows: pa.Table, now: int, data_change: bool

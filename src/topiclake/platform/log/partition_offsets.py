@@ -21,7 +21,7 @@ from deltalake.exceptions import DeltaError
 
 from topiclake.errors import StorageError
 from topiclake.platform.catalog import TopicInfo
-from topiclake.platform.log.file_index import build_index
+from topiclake.platform.log.file_index import FileIndex, build_index
 from topiclake.platform.storage import Storage
 from topiclake.platform.storage.delta_state import read_txn
 from topiclake.schemas.partition_offsets import (
@@ -49,16 +49,24 @@ def partition_ends(
     try:
         if table is None:
             table = DeltaTable(uri, storage_options=storage.options())
-        index = build_index(table, storage.filesystem(uri))
-        out: dict[int, tuple[int, int]] = {}
-        for p in range(info.partitions):
-            hwm = read_txn(table, app_id(info.name, p))
-            end = int(hwm) if hwm is not None else (index.end_offset(p) or 0)
-            start = index.log_start_offset(p)
-            out[p] = (end if start is None else start, end)
-        return out
+        dt_ = table
+        return ends_of(info, app_id, build_index(table, storage.filesystem(uri)), lambda a: read_txn(dt_, a))
     except _FOREIGN as exc:
         raise StorageError(f"cannot read the ends of topic {info.name}: {exc}", topic=info.name) from exc
+
+
+def ends_of(
+    info: TopicInfo, app_id: AppId, index: FileIndex, txn: Callable[[str], int | None]
+) -> dict[int, tuple[int, int]]:
+    """(log start offset, end offset) of every partition, from a file index and the table's ``txn`` ids
+    (a delta-rs handle's, or on S3 the maintainer's table state: no request)."""
+    out: dict[int, tuple[int, int]] = {}
+    for p in range(info.partitions):
+        hwm = txn(app_id(info.name, p))
+        end = int(hwm) if hwm is not None else (index.end_offset(p) or 0)
+        start = index.log_start_offset(p)
+        out[p] = (end if start is None else start, end)
+    return out
 
 
 def record_partition_offsets(
@@ -67,6 +75,7 @@ def record_partition_offsets(
     app_id: AppId,
     recorded_by: str = "topiclake",
     table: DeltaTable | None = None,
+    ends: dict[int, tuple[int, int]] | None = None,
 ) -> dict[int, tuple[int, int]]:
     """Append the current ends of every partition of ``info`` to ``_system/partition_offsets``.
 
@@ -76,6 +85,7 @@ def record_partition_offsets(
         app_id: ``partition_app_id`` of the topic log.
         recorded_by: Who records (a job's name, a broker), for the curious.
         table: A current handle of the topic table, if the caller has one.
+        ends: The ends, if the caller knows them (:func:`ends_of`): the topic table is not read.
 
     Returns:
         The ends recorded: partition -> (log start offset, end offset).
@@ -83,7 +93,8 @@ def record_partition_offsets(
     Raises:
         StorageError: The topic table or the offsets table cannot be read or written.
     """
-    ends = partition_ends(storage, info, app_id, table)
+    if ends is None:
+        ends = partition_ends(storage, info, app_id, table)
     n = len(ends)
     rows = pa.Table.from_arrays(
         [

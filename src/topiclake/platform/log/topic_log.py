@@ -37,31 +37,29 @@ from topiclake.platform.log._base import (
     partition_app_id,
 )
 from topiclake.platform.log._commit import LogCommits
-from topiclake.platform.log._object_compaction import commit_object_rewrites
+from topiclake.platform.log._object_parts import (
+    object_appender,
+    object_rewrites,
+    object_state,
+    table_properties,
+)
 from topiclake.platform.log._reads import LogReads
 from topiclake.platform.log.append_handle import AppendHandle, PendingBatch
 from topiclake.platform.log.fast_append import LocalAppender
 from topiclake.platform.log.file_cache import SmallFileCache
 from topiclake.platform.log.file_index import FileIndex
 from topiclake.platform.log.maintenance import (
-    TOMBSTONE_RETENTION_S,
-    Rewrites,
     TableMaintainer,
-    log_retention_property,
 )
 from topiclake.platform.log.object_append import ObjectAppender
-from topiclake.platform.log.object_state import ObjectTableState
-from topiclake.platform.log.partition_offsets import record_partition_offsets
+from topiclake.platform.log.partition_offsets import ends_of, record_partition_offsets
 from topiclake.platform.log.producer_state import ProducerStates, decode_state, producer_app_id
 from topiclake.platform.log.spare_files import SPARES
 from topiclake.platform.log.tail_cache import TailCache
 from topiclake.platform.records import now_ms
 from topiclake.platform.storage import Storage
-from topiclake.platform.storage.azure_client import AzureClient
-from topiclake.platform.storage.delta_state import StateReader, log_entries_gone, read_txn
-from topiclake.platform.storage.s3_client import ObjectClient, S3Client, s3_location
-from topiclake.platform.storage.sharedkey import azure_location
-from topiclake.schemas import PARTITION_COLUMNS, TOPIC_SCHEMA, TOPIC_TABLE_PROPERTIES
+from topiclake.platform.storage.delta_state import StateReader, log_entries_gone
+from topiclake.schemas import PARTITION_COLUMNS, TOPIC_SCHEMA
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +114,11 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         self._commit_lock = threading.Lock()  # one commit's files and entry; held by vacuum too
         self._dt = self._open_table()
         local = storage.is_local and config.maintenance and config.local_append
-        self._fast = LocalAppender(self.uri, self._dt.version()) if local else self._object_appender()
+        self._fast = (
+            LocalAppender(self.uri, self._dt.version())
+            if local
+            else object_appender(self.topic, config, storage, self._dt.version())
+        )
         # partition -> leader epoch of the partitions this broker leads; None: all (no cluster)
         self._led: dict[int, int] | None = None
         self.maintainer = TableMaintainer(
@@ -128,11 +130,12 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             history=self._record_ends,
             hold=self.hold_commits,
             version=self.known_version,
-            object_rewrites=self._object_rewrites(),
+            object_rewrites=object_rewrites(self._fast, self.hold_commits),
             # the records of a run from the tail caches when they hold them all (either append path): on
             # a local disk too, a small file read back costs CPU (and the GIL) the appends need
-            held=self.held_records if self._fast is not None else None,
-            object_state=self._object_state(),
+            held=self.held_newest if self._fast is not None else None,
+            object_state=object_state(self._fast),
+            leases_seen=self._intents_seen,
         )
         self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
@@ -160,7 +163,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
                         self.uri,
                         TOPIC_SCHEMA,
                         partition_by=list(PARTITION_COLUMNS),
-                        configuration=self._table_properties(),
+                        configuration=table_properties(self._config, self._storage),
                         storage_options=opts,
                         name=self.topic,
                     )
@@ -173,7 +176,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             raise StorageError(f"cannot open topic table {self.uri}: {exc}", topic=self.topic) from exc
         self._check_table(dt)
         # the windows maintenance keeps to, set once at open (never later, beside a job's commit)
-        props = self._table_properties()
+        props = table_properties(self._config, self._storage)
         kept = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
         conf = dt.metadata().configuration
         changes = {k: props[k] for k in kept if k in props and conf.get(k) != props[k]}
@@ -183,55 +186,6 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             except FOREIGN_ERRORS as exc:  # another broker or job changed the table: try next time
                 logger.warning("topic %s: cannot set %s: %s", self.topic, sorted(changes), exc)
         return dt
-
-    def _object_appender(self) -> ObjectAppender | None:
-        """The object-store append path (:mod:`.object_append`) when it applies: ``object_append`` and
-        maintenance on (it checkpoints), an S3 or Azure warehouse whose conditional put the probe found
-        honoured, and static keys (S3) or an account key (Azure) to sign requests with. None: delta-rs
-        commits."""
-        config, storage = self._config, self._storage
-        if storage.is_local or not (config.maintenance and config.object_append):
-            return None
-        deadline_s = max(120.0, config.request_timeout_ms / 1000)
-        client: ObjectClient | None = None
-        if (s3 := s3_location(storage.root, storage.storage_options)) is not None:
-            client = S3Client(s3, deadline_s=deadline_s)
-        elif (azure := azure_location(storage.root, storage.storage_options)) is not None:
-            client = AzureClient(azure, deadline_s=deadline_s)
-        if client is None or not storage.verify_commit_safety():
-            if client is not None:
-                client.close()
-            logger.info("topic %s: commits through delta-rs (no keys, or no conditional put)", self.topic)
-            return None
-        fresh_s = config.log_retention_ms / 2000
-        return ObjectAppender(client, f"topics/{self.topic}", self._dt.version(), fresh_s)
-
-    def _object_state(self) -> tuple[ObjectTableState, Callable[[int], bytes | None]] | None:
-        """The table state maintenance keeps from the appender's entries on S3 (:mod:`.object_state`)."""
-        fast = self._fast
-        if not isinstance(fast, ObjectAppender):
-            return None
-        return ObjectTableState(fast.client, fast.table_key), fast.take_entry
-
-    def _object_rewrites(self) -> Rewrites | None:
-        """Compaction's commit on S3 through the flusher's appender (:mod:`._object_compaction`)."""
-        fast = self._fast
-        if not isinstance(fast, ObjectAppender):
-            return None
-        return lambda version, rewrites: commit_object_rewrites(fast, self.hold_commits, version, rewrites)
-
-    def _table_properties(self) -> dict[str, str]:
-        props = dict(TOPIC_TABLE_PROPERTIES)
-        props["delta.checkpointInterval"] = str(self._config.checkpoint_interval)
-        if self._config.maintenance:
-            props["delta.logRetentionDuration"] = log_retention_property(self._config.log_retention_ms)
-            if self._storage.is_local and self._config.local_append:
-                # compaction removes every appended file: a week of tombstones would swell each checkpoint
-                # (the modification time keeps VACUUM's window instead: see _local_compaction.py)
-                props["delta.deletedFileRetentionDuration"] = f"interval {TOMBSTONE_RETENTION_S} seconds"
-        else:
-            props["delta.logRetentionDuration"] = "interval 30 days"
-        return props
 
     def _check_table(self, dt: DeltaTable) -> None:
         conf = dt.metadata().configuration
@@ -410,11 +364,13 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             "high_watermarks": {p: part.high_watermark for p, part in self._parts.items()},
         }
 
-    def _record_ends(self, dt: DeltaTable) -> None:
-        """Record the partitions' ends in ``_system/partition_offsets`` if they moved (maintenance thread)."""
+    def _record_ends(self, index: FileIndex, txn: Callable[[str], int | None]) -> None:
+        """Record the partitions' ends in ``_system/partition_offsets`` if they moved (maintenance thread),
+        from a file index and the table's ``txn`` ids (see :meth:`TableMaintainer._record_history`)."""
         info = self.info
-        ends = tuple(read_txn(dt, partition_app_id(info.name, p)) for p in range(info.partitions))
+        ends = tuple(txn(partition_app_id(info.name, p)) for p in range(info.partitions))
         if ends != self._recorded_ends:
             by = f"broker-{self._config.broker_id}"
-            record_partition_offsets(self._storage, info, partition_app_id, recorded_by=by, table=dt)
+            known = ends_of(info, partition_app_id, index, txn)
+            record_partition_offsets(self._storage, info, partition_app_id, recorded_by=by, ends=known)
             self._recorded_ends = ends
