@@ -24,6 +24,7 @@ import os
 import signal
 from typing import Any
 
+import cpu_durations
 from xdist_units import longest_first, work_unit
 
 os.environ.setdefault("TOPICLAKE_SCHEMA_REGISTRY_PORT", "0")
@@ -35,6 +36,14 @@ os.environ.setdefault("TOPICLAKE_KAFKA_PORT", "0")
 # here again (a handled signal is reset to its default in a child at exec) gives them Ctrl-C back.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_addoption(parser: Any) -> None:
+    cpu_durations.addoption(parser)
+
+
+def pytest_configure(config: Any) -> None:
+    cpu_durations.configure(config)
 
 
 def pytest_xdist_auto_num_workers(config: Any) -> int:
