@@ -10,15 +10,22 @@ else runs on the machine (other workers, other people's runs); CPU seconds much 
 - the CPU time used during the test by descendants still running at its end (``/proc/PID/stat``, their
   own and their waited-for children's): the session's Spark JVM, a module's cluster.
 
-A process that outlives its parent and is adopted by init is counted only while the test sees it alive.
+A process that outlives its parent (a JVM whose Python was killed, or that Python never waited for) would
+be adopted by init and its CPU lost: the measuring process makes itself a child subreaper
+(``PR_SET_CHILD_SUBREAPER``), so such orphans are adopted by it instead, and a thread waits for every
+adopted one (only those: a process first seen as its own child is some ``Popen``'s to wait for).
+While measuring, a killed orphan is a zombie until that thread (every 0.2 s) collects it.
 Under xdist each worker measures its own tests; the report reaches the controller in the teardown
 report's ``user_properties`` and is summed there.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import resource
+import threading
 import time
 from collections.abc import Generator
 from typing import Any
@@ -29,9 +36,10 @@ _KEY = "cpu_seconds"
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _descendants(root: int) -> dict[tuple[int, int], float]:
-    """``(pid, start time) -> CPU seconds`` (own plus waited-for children) of every descendant of root."""
-    stats: dict[int, tuple[int, int, float]] = {}
+def _tree(root: int) -> dict[tuple[int, int], tuple[int, str, float]]:
+    """``(pid, start time) -> (parent pid, state, CPU seconds: own and waited-for children's)`` of every
+    descendant of root."""
+    stats: dict[int, tuple[int, str, int, float]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -44,18 +52,57 @@ def _descendants(root: int) -> dict[tuple[int, int], float]:
         # fields[0] is field 3 (state): ppid is field 4, utime..cstime fields 14-17, starttime field 22
         ppid, start = int(fields[1]), int(fields[19])
         cpu = sum(int(v) for v in fields[11:15]) / _TICK
-        stats[int(name)] = (ppid, start, cpu)
+        stats[int(name)] = (ppid, fields[0], start, cpu)
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in stats.items():
+    for pid, (ppid, _, _, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    out: dict[tuple[int, int], float] = {}
+    out: dict[tuple[int, int], tuple[int, str, float]] = {}
     todo = list(children.get(root, []))
     while todo:
         pid = todo.pop()
-        _, start, cpu = stats[pid]
-        out[(pid, start)] = cpu
+        ppid, state, start, cpu = stats[pid]
+        out[(pid, start)] = (ppid, state, cpu)
         todo.extend(children.get(pid, []))
     return out
+
+
+def _descendants(root: int) -> dict[tuple[int, int], float]:
+    """``(pid, start time) -> CPU seconds`` of every live (not zombie) descendant of root."""
+    return {key: cpu for key, (_, state, cpu) in _tree(root).items() if state != "Z"}
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class _Adopter:
+    """Waits for the orphans this process adopts as a child subreaper (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.first_parent: dict[tuple[int, int], int] = {}
+        self.lock = threading.Lock()
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.enabled = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        if self.enabled:
+            threading.Thread(target=self._run, name="cpu-durations-adopter", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(0.2)
+            self.collect()
+
+    def collect(self) -> None:
+        with self.lock:
+            for key, (ppid, state) in _parents(self.pid).items():
+                first = self.first_parent.setdefault(key, ppid)
+                if ppid == self.pid and first != self.pid and state == "Z":
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(key[0], os.WNOHANG)  # counted in RUSAGE_CHILDREN from now on
+
+
+def _parents(root: int) -> dict[tuple[int, int], tuple[int, str]]:
+    """``(pid, start time) -> (parent pid, state)`` of every descendant of root."""
+    return {key: (ppid, state) for key, (ppid, state, _) in _tree(root).items()}
 
 
 def _own() -> float:
@@ -71,9 +118,11 @@ class CpuDurations:
         self.top = top
         self.started: dict[str, tuple[float, float, dict[tuple[int, int], float]]] = {}
         self.measured: list[tuple[float, float, str]] = []
+        self.adopter = _Adopter()
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, None]:
+        self.adopter.collect()
         self.started[item.nodeid] = (time.monotonic(), _own(), _descendants(os.getpid()))
         yield
 
@@ -84,6 +133,7 @@ class CpuDurations:
         if started is None:
             return
         wall0, own0, alive0 = started
+        self.adopter.collect()
         alive1 = _descendants(os.getpid())
         cpu = _own() - own0
         cpu += sum(v - alive0.get(k, 0.0) for k, v in alive1.items())
