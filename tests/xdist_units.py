@@ -2,8 +2,11 @@
 
 Imported by name from tests/conftest.py (like tests/serve_process.py). See that module's docstring.
 
-A unit is a whole test file, except that every test which uses the one in-process Spark session
-(tests/spark) is one unit, ``spark``, so that one worker holds that session. Tests that start Spark JVMs
+A unit is a whole test file, except that the tests which use the in-process Spark session (tests/spark)
+are two units, ``spark`` (the data source, sink, SQL and interop) and ``spark-jobs`` (the Spark jobs and
+the S3 tests, :data:`JOBS_SESSION`): each is held by one worker with one session, and the two run side
+by side (the session's tests alone were longer than a third of the suite: on three workers they were
+its critical path). Tests that start Spark JVMs
 of their own (spark-submit to a standalone cluster, a pipeline or job process killed with SIGKILL, the
 ``topiclake sql`` command and a notebook JVM, Spark's Kafka connector) never touch that session: each of
 their files is a unit of its own, so they run beside the session on another worker instead of after it.
@@ -19,6 +22,22 @@ from collections.abc import Iterable, Mapping
 
 #: Tests outside tests/spark that use the in-process Spark session.
 SESSION_ELSEWHERE: frozenset[str] = frozenset()
+
+#: Files under tests/spark whose tests use the session in the unit ``spark-jobs`` (a second session, on
+#: another worker), not ``spark``.
+JOBS_SESSION = frozenset(
+    {
+        "tests/spark/test_jobs_cli.py",
+        "tests/spark/test_jobs_compact.py",
+        "tests/spark/test_jobs_compact_keys.py",
+        "tests/spark/test_jobs_concurrency.py",
+        "tests/spark/test_jobs_reprocess.py",
+        "tests/spark/test_jobs_retention.py",
+        "tests/spark/test_jobs_vacuum.py",
+        "tests/spark/test_s3_source_sink.py",
+        "tests/spark/test_s3a_delta.py",
+    }
+)
 
 #: Files under tests/spark whose tests start Spark JVMs of their own (not the session): own units.
 OWN_JVM = frozenset(
@@ -36,7 +55,8 @@ OWN_JVM_TESTS = frozenset({"tests/spark/test_cli_sql.py::test_persistent_catalog
 #: 25 s or more. Measured in a loaded run (1,897 s; a quiet one takes ~1,150 s): only their order counts.
 #: Refresh from a ``--durations=0`` run when the order looks wrong.
 UNIT_SECONDS: Mapping[str, float] = {
-    "spark": 847,
+    "spark": 550,
+    "spark-jobs": 300,
     "tests/spark/test_pipeline_crash.py": 266,
     "tests/spark/test_cluster.py": 172,
     "tests/storage/test_s3_serve.py": 153,
@@ -75,13 +95,15 @@ SECONDS_PER_TEST = 0.5
 
 
 def work_unit(nodeid: str) -> str:
-    """The unit of work a test belongs to: ``spark``, its file, or itself (a JVM of its own in a file
-    of the session's)."""
+    """The unit of work a test belongs to: ``spark`` or ``spark-jobs``, its file, or itself (a JVM of
+    its own in a file of the session's)."""
     module = nodeid.split("::", 1)[0]
     if nodeid in OWN_JVM_TESTS:
         return nodeid
     if module in OWN_JVM:
         return module
+    if module in JOBS_SESSION:
+        return "spark-jobs"
     return "spark" if module.startswith("tests/spark/") or module in SESSION_ELSEWHERE else module
 
 
