@@ -67,8 +67,9 @@ def _tree(root: int) -> dict[tuple[int, int], tuple[int, str, float]]:
 
 
 def _descendants(root: int) -> dict[tuple[int, int], float]:
-    """``(pid, start time) -> CPU seconds`` of every live (not zombie) descendant of root."""
-    return {key: cpu for key, (_, state, cpu) in _tree(root).items() if state != "Z"}
+    """``(pid, start time) -> CPU seconds`` of every descendant of root, zombies too (a zombie's stat
+    keeps its CPU; once waited for, it is gone here and counted by its parent)."""
+    return {key: cpu for key, (_, _, cpu) in _tree(root).items()}
 
 
 _PR_SET_CHILD_SUBREAPER = 36

@@ -24,16 +24,22 @@ def pytest_configure(config):
 # One test whose own process burns nothing and whose grandchild -- orphaned at once, as a JVM is when its
 # Python dies -- burns ~1 s of CPU; one test that burns nothing.
 TESTS = """
-import subprocess, sys, time
+import pathlib, subprocess, sys, time
 
-SPIN = "import time\\nend = time.process_time() + 1.0\\nwhile time.process_time() < end: pass"
+SPIN = (
+    "import pathlib, time\\nend = time.process_time() + 1.0\\nwhile time.process_time() < end: pass\\n"
+    "pathlib.Path('spun').touch()"
+)
 
 def test_orphan_burns():
     parent = subprocess.Popen(
         [sys.executable, "-c", f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {SPIN!r}])"]
     )
     parent.wait()  # the grandchild lives on, adopted by whoever adopts orphans
-    time.sleep(3)
+    deadline = time.monotonic() + 60  # 1 s of CPU takes longer on a loaded machine
+    while not pathlib.Path("spun").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
 
 def test_idle():
     time.sleep(0.1)
