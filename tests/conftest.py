@@ -24,10 +24,21 @@ import os
 import signal
 from typing import Any
 
+import cpu_durations
 from xdist_units import longest_first, work_unit
 
 os.environ.setdefault("TOPICLAKE_SCHEMA_REGISTRY_PORT", "0")
 os.environ.setdefault("TOPICLAKE_KAFKA_PORT", "0")
+
+#: JVM options for every Spark JVM the tests start: the in-process session's, ``topiclake sql``, a
+#: pipeline or job process, spark-submit's driver (SPARK_SUBMIT_OPTS), the launcher JVM that spark-class runs
+#: before each of them (SPARK_LAUNCHER_OPTS) and a standalone cluster's master and worker
+#: (SPARK_DAEMON_JAVA_OPTS). A test's JVM does little work and lives seconds to a minute: the C1 compiler
+#: alone and the serial collector cost far less CPU than C2 and the parallel collector's threads on 2
+#: shared cores (measured in docs/decisions.md, "The suite's JVMs").
+SPARK_TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
+for _name in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+    os.environ.setdefault(_name, SPARK_TEST_JAVA_OPTIONS)
 
 # Tests stop CLI processes with SIGINT, as Ctrl-C does. A suite started in the background by a shell
 # without job control (`cmd &` in a script) inherits SIGINT *ignored*, and so does every process it
@@ -35,6 +46,14 @@ os.environ.setdefault("TOPICLAKE_KAFKA_PORT", "0")
 # here again (a handled signal is reset to its default in a child at exec) gives them Ctrl-C back.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_addoption(parser: Any) -> None:
+    cpu_durations.addoption(parser)
+
+
+def pytest_configure(config: Any) -> None:
+    cpu_durations.configure(config)
 
 
 def pytest_xdist_auto_num_workers(config: Any) -> int:

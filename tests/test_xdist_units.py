@@ -6,7 +6,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from xdist_units import OWN_JVM, OWN_JVM_TESTS, SECONDS_PER_TEST, UNIT_SECONDS, longest_first, work_unit
+from xdist_units import (
+    JOBS_SESSION,
+    OWN_JVM,
+    OWN_JVM_TESTS,
+    SECONDS_PER_TEST,
+    UNIT_SECONDS,
+    longest_first,
+    work_unit,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,9 +42,18 @@ def test_tests_with_their_own_jvm_never_use_the_session() -> None:
         assert name in {n.split("::")[1] for n in _tests_asking_for(path, "broker")}  # it exists
 
 
+def test_the_second_session_unit_holds_session_files() -> None:
+    # a file named there that moved or started a JVM of its own would quietly fall back to ``spark``
+    for path in JOBS_SESSION:
+        assert path.startswith("tests/spark/") and (ROOT / path).is_file(), path
+        assert path not in OWN_JVM
+        assert _tests_asking_for(path, "spark"), path
+
+
 def test_units() -> None:
     assert work_unit("tests/spark/test_sql.py::test_x[a]") == "spark"
     assert work_unit("tests/spark/test_cli_sql.py::test_formats_statements_and_errors") == "spark"
+    assert work_unit("tests/spark/test_jobs_concurrency.py::test_x[s3]") == "spark-jobs"
     own = "tests/spark/test_cli_sql.py::test_persistent_catalog_is_seen_by_a_second_jvm"
     assert work_unit(own) == own
     assert (

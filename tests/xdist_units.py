@@ -2,8 +2,11 @@
 
 Imported by name from tests/conftest.py (like tests/serve_process.py). See that module's docstring.
 
-A unit is a whole test file, except that every test which uses the one in-process Spark session
-(tests/spark) is one unit, ``spark``, so that one worker holds that session. Tests that start Spark JVMs
+A unit is a whole test file, except that the tests which use the in-process Spark session (tests/spark)
+are two units, ``spark`` (the data source, sink, SQL and interop) and ``spark-jobs`` (the Spark jobs and
+the S3 tests, :data:`JOBS_SESSION`): each is held by one worker with one session, and the two run side
+by side (the session's tests alone were longer than a third of the suite: on three workers they were
+its critical path). Tests that start Spark JVMs
 of their own (spark-submit to a standalone cluster, a pipeline or job process killed with SIGKILL, the
 ``topiclake sql`` command and a notebook JVM, Spark's Kafka connector) never touch that session: each of
 their files is a unit of its own, so they run beside the session on another worker instead of after it.
@@ -20,6 +23,22 @@ from collections.abc import Iterable, Mapping
 #: Tests outside tests/spark that use the in-process Spark session.
 SESSION_ELSEWHERE: frozenset[str] = frozenset()
 
+#: Files under tests/spark whose tests use the session in the unit ``spark-jobs`` (a second session, on
+#: another worker), not ``spark``.
+JOBS_SESSION = frozenset(
+    {
+        "tests/spark/test_jobs_cli.py",
+        "tests/spark/test_jobs_compact.py",
+        "tests/spark/test_jobs_compact_keys.py",
+        "tests/spark/test_jobs_concurrency.py",
+        "tests/spark/test_jobs_reprocess.py",
+        "tests/spark/test_jobs_retention.py",
+        "tests/spark/test_jobs_vacuum.py",
+        "tests/spark/test_s3_source_sink.py",
+        "tests/spark/test_s3a_delta.py",
+    }
+)
+
 #: Files under tests/spark whose tests start Spark JVMs of their own (not the session): own units.
 OWN_JVM = frozenset(
     {
@@ -32,42 +51,35 @@ OWN_JVM = frozenset(
 #: Tests under tests/spark, in a file that otherwise uses the session, that start a JVM of their own.
 OWN_JVM_TESTS = frozenset({"tests/spark/test_cli_sql.py::test_persistent_catalog_is_seen_by_a_second_jvm"})
 
-#: Seconds a unit took (setup, call and teardown of all its tests) in a full run on 2 workers, units of
-#: 25 s or more. Measured in a loaded run (1,897 s; a quiet one takes ~1,150 s): only their order counts.
-#: Refresh from a ``--durations=0`` run when the order looks wrong.
+#: Seconds a unit took (setup, call and teardown of all its tests) in a full run on 3 workers, units of
+#: 25 s or more: the clean-clone run of 2026-11-27 12:20 UTC (1,060 s, 1,008 tests, beside other engineers'
+#: runs). Only their order counts. Refresh from a ``--durations=0`` run when the order looks wrong.
 UNIT_SECONDS: Mapping[str, float] = {
-    "spark": 847,
-    "tests/spark/test_pipeline_crash.py": 266,
-    "tests/spark/test_cluster.py": 172,
-    "tests/storage/test_s3_serve.py": 153,
-    "tests/cluster/test_multi_broker.py": 146,
-    "tests/cluster/test_kafka_failover.py": 134,
-    "tests/api/test_cli_groups.py": 120,
-    "tests/security/test_fuzz_api.py": 118,
-    "tests/spark/test_cli_sql.py::test_persistent_catalog_is_seen_by_a_second_jvm": 100,
-    "tests/process/test_exit_codes.py": 97,
-    "tests/spark/test_jobs_kill9.py": 80,
-    "tests/platform/log/test_maintenance.py": 70,
-    "tests/security/test_fuzz_registry.py": 58,
-    "tests/platform/cluster/test_failover.py": 57,
-    "tests/cluster/test_client_bootstrap.py": 57,
-    "tests/test_cluster_bench_smoke.py": 55,
-    "tests/test_sustained_smoke.py": 48,
-    "tests/api/test_cli.py": 45,
-    "tests/test_http_wrk_smoke.py": 43,
-    "tests/storage/test_s3_object_append.py": 38,
-    "tests/storage/test_bad_store_config.py": 37,
-    "tests/kafka/test_consumer_protocol.py": 37,
-    "tests/cluster/test_cli_cluster.py": 36,
-    "tests/security/test_quota_table.py": 33,
-    "tests/storage/test_s3_faults.py": 33,
-    "tests/kafka/test_fetch_reads.py": 29,
-    "tests/platform/cluster/test_group_failover.py": 29,
-    "tests/kafka/test_java_transactions.py": 28,
-    "tests/platform/log/test_topic_writer.py": 27,
-    "tests/test_s3_bench_smoke.py": 27,
-    "tests/storage/test_producers_after_cleanup.py": 26,
-    "tests/cluster/test_kafka_placement.py": 25,
+    "spark": 611,
+    "spark-jobs": 412,
+    "tests/cluster/test_multi_broker.py": 158,
+    "tests/spark/test_cluster.py": 157,
+    "tests/cluster/test_kafka_failover.py": 124,
+    "tests/spark/test_pipeline_crash.py": 97,
+    "tests/spark/test_cli_sql.py::test_persistent_catalog_is_seen_by_a_second_jvm": 85,
+    "tests/storage/test_s3_serve.py": 85,
+    "tests/api/test_cli_groups.py": 78,
+    "tests/spark/test_jobs_kill9.py": 78,
+    "tests/platform/cluster/test_failover.py": 74,
+    "tests/platform/log/test_maintenance.py": 61,
+    "tests/api/test_cli.py": 53,
+    "tests/cluster/test_client_bootstrap.py": 52,
+    "tests/kafka/test_java_transactions.py": 50,
+    "tests/test_sustained_smoke.py": 47,
+    "tests/process/test_exit_codes.py": 46,
+    "tests/test_http_wrk_smoke.py": 38,
+    "tests/test_cluster_bench_smoke.py": 34,
+    "tests/security/test_fuzz_api.py": 33,
+    "tests/kafka/test_spark.py": 32,
+    "tests/platform/cluster/test_group_failover.py": 32,
+    "tests/kafka/test_consumer_protocol.py": 29,
+    "tests/storage/test_producers_after_cleanup.py": 29,
+    "tests/cluster/test_cli_cluster.py": 27,
 }
 
 #: The guess for a unit that :data:`UNIT_SECONDS` does not know, per test.
@@ -75,13 +87,15 @@ SECONDS_PER_TEST = 0.5
 
 
 def work_unit(nodeid: str) -> str:
-    """The unit of work a test belongs to: ``spark``, its file, or itself (a JVM of its own in a file
-    of the session's)."""
+    """The unit of work a test belongs to: ``spark`` or ``spark-jobs``, its file, or itself (a JVM of
+    its own in a file of the session's)."""
     module = nodeid.split("::", 1)[0]
     if nodeid in OWN_JVM_TESTS:
         return nodeid
     if module in OWN_JVM:
         return module
+    if module in JOBS_SESSION:
+        return "spark-jobs"
     return "spark" if module.startswith("tests/spark/") or module in SESSION_ELSEWHERE else module
 
 

@@ -198,11 +198,14 @@ def topic(tmp_path_factory: pytest.TempPathFactory) -> Topic:
 def _submit(cluster: StandaloneCluster, env: PackedEnv, job: str, args: list[str], **kw: object) -> None:
     """spark-submit ``job`` and check it ran as one application of this cluster."""
     apps_before = set(cluster.work_dir.glob("app-*"))
+    # the executors take the JVM options of the tests' other Spark JVMs (tests/conftest.py)
+    java_options = os.environ.get("SPARK_SUBMIT_OPTS")
     result = submit(
         job,
         args,
         master=cluster.master_url,
         env=env,
+        conf={"spark.executor.extraJavaOptions": java_options} if java_options else None,
         capture_output=True,
         timeout_s=SUBMIT_TIMEOUT_S,
         **kw,  # type: ignore[arg-type]
