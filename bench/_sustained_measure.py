@@ -13,6 +13,7 @@ import math
 import re
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -313,3 +314,13 @@ def compactions_logged(log: Path, clock: Clock) -> dict[int, tuple[int, int]]:
         runs, files = out.get(w, (0, 0))
         out[w] = (runs + 1, files + int(m.group(3)))
     return out
+
+
+def gateway_warnings(log: Path) -> Counter[str]:
+    """Warning and error lines of the gateway's log, counted by message with numbers blanked out."""
+    kinds: Counter[str] = Counter()
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.search(r"\b(?:WARNING|ERROR|CRITICAL)\b.*", line)
+        if m:
+            kinds[re.sub(r"\d+", "N", m.group(0))[:160]] += 1
+    return kinds

@@ -206,7 +206,8 @@ def verdicts(windows: list[Window], check: dict[str, Any]) -> list[Verdict]:
 def machine(args: argparse.Namespace, seconds: float) -> dict[str, str]:
     return _common.machine(
         gateway="topiclake serve, 1 uvicorn worker, default broker settings (maintenance on)",
-        load=f"{PRODUCERS} producer threads (1 record/request, acks=all, 100 B), 1 group member, "
+        load=f"{PRODUCERS} producers ({'wrk -t32 -c32' if args.producers == 'wrk' else 'Python threads'}; "
+        "1 record/request, acks=all, 100 B), 1 group member, "
         f"1 reader, {PARTITIONS} partitions, {seconds:g} s in windows of {args.window_seconds:g} s",
         broker=f"linger_ms={CONFIG.linger_ms}, checkpoint_interval={CONFIG.checkpoint_interval}, "
         f"log_retention_ms={CONFIG.log_retention_ms}, compact_min_files={CONFIG.compact_min_files}, "

@@ -22,14 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import shutil
 import signal
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -58,22 +56,14 @@ from _sustained_measure import (
     TableSample,
     TopicTable,
     compactions_logged,
+    gateway_warnings,
     histogram_quantile,
     log_watcher,
     sample_table,
     scrape,
 )
 from _sustained_report import Window, machine, markdown, r3, verdicts, verify
-
-
-def gateway_warnings(log: Path) -> Counter[str]:
-    """Warning and error lines of the gateway's log, counted by message with numbers blanked out."""
-    kinds: Counter[str] = Counter()
-    for line in log.read_text(errors="replace").splitlines():
-        m = re.search(r"\b(?:WARNING|ERROR|CRITICAL)\b.*", line)
-        if m:
-            kinds[re.sub(r"\d+", "N", m.group(0))[:160]] += 1
-    return kinds
+from _sustained_wrk import WindowRun, WrkProducers
 
 
 def end_offsets(http: httpx.Client) -> list[int]:
@@ -152,12 +142,14 @@ def _run(
         clock = Clock(window_s, windows)
         go = threading.Event()
         targets: list[list[int] | None] = [None]
-        producers = [ProducerState() for _ in range(PRODUCERS)]
+        wrk = WrkProducers(gateway.url, root / "wrk") if args.producers == "wrk" else None
+        producers = wrk.states if wrk is not None else [ProducerState() for _ in range(PRODUCERS)]
         tail = ReaderState("reader")
         group = GroupState()
         logs = LogState()
-        for i, st in enumerate(producers):
+        for i, st in enumerate(producers if wrk is None else []):
             threads.append(threading.Thread(target=producer, args=(gateway.url, i, clock, go, stop, st)))
+        producer_threads = list(threads)
         threads.append(threading.Thread(target=reader, args=(gateway.url, tail, targets, abort, 5000)))
         threads.append(threading.Thread(target=group_member, args=(gateway.url, group, targets, abort, 2000)))
         watcher = threading.Thread(target=log_watcher, args=(table, clock, logs, abort))
@@ -176,6 +168,8 @@ def _run(
         results: list[Window] = []
         for w in range(windows):
             w_end = clock.t0 + min((w + 1) * window_s, seconds)
+            if wrk is not None:
+                wrk.start(w, w_end - time.perf_counter())
             samples: list[TableSample] = []
             while True:
                 samples.append(sample_table(table, gateway))
@@ -187,6 +181,7 @@ def _run(
             requests_after = s3.requests() if s3 is not None else {}
             if w == windows - 1:
                 stop.set()
+            wrk_run: WindowRun | None = wrk.finish() if wrk is not None else None
             time.sleep(0.3)  # let the requests of this window finish and their commits be read
             start_s, end_s = w * window_s, min((w + 1) * window_s, seconds)
             span = end_s - start_s
@@ -207,8 +202,8 @@ def _run(
                     end_s=end_s,
                     records=acked,
                     records_per_s=round(acked / span, 1),
-                    produce_p50_ms=r3(percentile(lats, 50)),
-                    produce_p99_ms=r3(percentile(lats, 99)),
+                    produce_p50_ms=r3(wrk_run.p50_ms if wrk_run else percentile(lats, 50)),
+                    produce_p99_ms=r3(wrk_run.p99_ms if wrk_run else percentile(lats, 99)),
                     gateway_produce_p50_ms=r3(histogram_quantile(0.5, before["buckets"], after["buckets"])),
                     gateway_produce_p99_ms=r3(histogram_quantile(0.99, before["buckets"], after["buckets"])),
                     produce_errors=sum(s.errors.get(w, 0) for s in producers),
@@ -251,7 +246,7 @@ def _run(
                 f"(bound {x.active_files_bound}), _delta_log {x.delta_log_files_max}, RSS {x.rss_mb_end} MiB"
             )
         produce_seconds = time.perf_counter() - clock.t0
-        for t in threads[:PRODUCERS]:
+        for t in producer_threads:
             t.join(60)
         targets[0] = end_offsets(http)
         progress(f"producers stopped; end offsets {targets[0]}")
@@ -259,7 +254,7 @@ def _run(
         reader_s = wait_until(lambda: tail.done, catchup_timeout)
         group_s = wait_until(lambda: group.done, catchup_timeout)
         abort.set()
-        for t in threads[PRODUCERS:]:
+        for t in threads[len(producer_threads) :]:
             t.join(30)
         watcher.join(10)
         started = time.perf_counter()
@@ -277,6 +272,8 @@ def _run(
     finally:
         stop.set()
         abort.set()
+        if wrk is not None:
+            wrk.stop()
         gateway.stop()
     check = verify(producers, [tail, catchup], group, table)
     warnings = gateway_warnings(gateway.log)
@@ -296,6 +293,7 @@ def _run(
             "checkpoint_interval": CONFIG.checkpoint_interval,
             "log_retention_ms": CONFIG.log_retention_ms,
             "store": args.store,
+            "producer_client": args.producers,
             "warehouse": warehouse,
             "gateway_buckets": "coarse" if args.coarse_buckets and not args.probe else "fine",
             "gateway_log_level": args.gateway_log_level,
@@ -346,6 +344,13 @@ def main(argv: list[str] | None = None) -> int:
         default="local",
         help="warehouse on a local disk (default) or on S3: the local S3 API server behind its counting "
         "proxy, the gateway configured by AWS_* variables",
+    )
+    parser.add_argument(
+        "--producers",
+        choices=("python", "wrk"),
+        default="python",
+        help="the 32 single-record producers as Python threads (default) or as wrk (bench/_sustained_wrk.py: "
+        "compiled, so the produce p99 is the gateway's, not the client's)",
     )
     parser.add_argument(
         "--coarse-buckets",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
+from topiclake.platform.log._commit import LogCommits
 from topiclake.platform.log._local_compaction import commit_rewrite
 from topiclake.platform.log.fast_append import SMALL_FILE_ROWS, LocalAppender, LostRace, encode, file_stats
 from topiclake.platform.log.file_index import build_index, read_files
@@ -243,3 +245,36 @@ def test_commits_are_counted_with_their_latency_and_records_on_either_path(
     assert times.counts[-1] == 3 and times.counts == sorted(times.counts), times
     assert times.sum_ms > 0
     assert len(times.counts) == len(times.BOUNDS_MS) + 1
+
+
+def test_a_many_partition_commit_fills_each_tail_with_its_files_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits over 12 partitions hand their files' rows to the partitions' tail caches (zero-copy slices
+    of one table, not each partition's request batches joined): every partition's tail then holds exactly
+    what its files hold, and compaction takes its runs from there (no file read back)."""
+
+    def joined(*args: object) -> None:
+        raise AssertionError("a local commit's rows were joined per partition")
+
+    monkeypatch.setattr(LogCommits, "_add_to_tails", joined)
+    storage = Storage(str(tmp_path / "wh"))
+    config = BrokerConfig(linger_ms=0, maintenance_interval_ms=20, compact_min_files=4)
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=12)
+        for i in range(12):  # 12 commits of 40 keyed records: every partition gets rows in most of them
+            broker.produce("t", [Record(key=f"k{i}-{j}".encode(), value=b"v%d" % j) for j in range(40)])
+        log = broker.log("t")
+        tails = {p: log._parts[p].tail.read(0, 1000, 1 << 30) for p in range(12)}
+        deadline = time.monotonic() + 20
+        while log.maintainer.stats.compactions == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stats = log.maintainer.stats
+        uri = log.uri
+    assert stats.compactions > 0 and stats.runs_from_memory == stats.compactions, stats
+    table = DeltaTable(uri).to_pyarrow_table()
+    assert table.num_rows == 480
+    for p, tail in tails.items():
+        rows = table.filter(pc.equal(table["partition"], p)).sort_by("offset")
+        assert tail is not None and tail["offset"].to_pylist() == list(range(rows.num_rows)), p
+        assert tail.select(["key", "value", "segment"]).equals(rows.select(["key", "value", "segment"])), p

@@ -94,9 +94,12 @@ class LogCommits(LogLocal):
         for pend in take:
             ends[pend.partition] = pend.base_offset + pend.count
         whole = whole_table(take)
+        groups, self._tail_groups = self._tail_groups, None
         if whole is not None and len(ends) == 1:  # the common case: the commit's table is the tail's
             size = whole.get_total_buffer_size()  # not sliced: its buffers are its bytes
             self._parts[take[0].partition].tail.add(take[0].base_offset, whole, size)
+        elif groups is not None:  # a local commit of many partitions: its files' rows, already split
+            self._add_groups_to_tails(*groups)
         else:
             self._add_to_tails(take)
         for p, end in ends.items():
@@ -112,6 +115,15 @@ class LogCommits(LogLocal):
                 ends,
             )
 
+    def _add_groups_to_tails(self, groups: list[tuple[tuple[int, int], pa.Table]], nbytes: int) -> None:
+        """The rows of a commit's files, by (partition, segment) in offset order, to the partitions' tails:
+        slices of one table, so nothing is joined or copied (joining each partition's request batches
+        was a quarter of the flusher's time on 12 partitions). Each is charged its share of the bytes."""
+        rows = sum(t.num_rows for _, t in groups) or 1
+        for (partition, _segment), table in groups:
+            base = table.column("offset")[0].as_py()
+            self._parts[partition].tail.add(base, table, nbytes * table.num_rows // rows)
+
     def _add_to_tails(self, take: list[PendingBatch]) -> None:
         runs: dict[int, tuple[int, list[pa.Table]]] = {}
         for pend in take:  # one table per partition per commit for the tail (offsets are contiguous)
@@ -123,6 +135,7 @@ class LogCommits(LogLocal):
             self._parts[p].tail.add(base, joined)
 
     def _commit(self) -> None:
+        self._tail_groups = None
         commit_id = uuid.uuid4().hex
         attempt = 0
         races = 0  # versions lost to other writers on the local append path

@@ -92,6 +92,9 @@ class LogLocal(LogBase):
 
     _fast: LocalAppender | ObjectAppender | None
     _commit_times: CommitTimes | None = None  # made by the first commit
+    # the last local commit's rows by (partition, segment) and their Arrow bytes, for the tail caches
+    # (LogCommits._flush); None when the commit took another path
+    _tail_groups: tuple[list[tuple[tuple[int, int], pa.Table]], int] | None = None
     # S3: the next commit's batches and the add actions of their files, stored while a log PUT was in
     # flight (_prefetch); used when the next commit is exactly these batches at these offsets
     _prefetched: tuple[BatchKey, list[dict[str, dict[str, object]]]] | None = None
@@ -140,6 +143,7 @@ class LogLocal(LogBase):
         custom: dict[str, str],
         take: list[PendingBatch],
     ) -> None:
+        self._tail_groups = None
         if fast.stale():  # a checkpoint past our version: entries after it may be gone, catch up first
             self._refresh_snapshot()
             if self._rebase_if_fenced():  # queued offsets moved: the caller rebuilds the batch
@@ -152,6 +156,8 @@ class LogLocal(LogBase):
                 fast.stored_ahead += 1
             else:
                 adds = fast.write_files(data)
+                if isinstance(fast, LocalAppender) and len(fast.last_groups) > 1:
+                    self._tail_groups = (fast.last_groups, data.get_total_buffer_size())
             metrics = {
                 "numFiles": str(len(adds)),
                 "numOutputRows": str(data.num_rows),

@@ -305,18 +305,19 @@ class LogReads(LogBase):
         part = self._parts.get(inside[0].partition)
         if part is None:
             return None
-        rows = part.tail.read(lo, hi - lo + 1, 1 << 62)
-        if rows is None:
+        n = hi - lo + 1
+        if n <= 0 or sum(f.num_records for f in inside) != n:
+            return None  # the files do not cover their range exactly
+        # the tail's offsets are contiguous: its records lo..hi are a slice, no filter needed (four
+        # compute calls a run were a third of compaction's time on 12 partitions)
+        rows = part.tail.read(lo, n, 1 << 62)
+        if rows is None or rows.num_rows != n:
             return None
-        keep = pc.and_(
-            pc.less_equal(rows["offset"], hi),
-            pc.equal(rows["segment"], pa.scalar(inside[0].segment, pa.int64())),
-        )
-        rows = rows.filter(keep)
-        if rows.num_rows != sum(f.num_records for f in inside) or rows.num_rows == 0:
-            return None
-        if int(rows["offset"][0].as_py()) != lo or int(rows["offset"][-1].as_py()) != hi:
+        offsets, segments = rows["offset"], rows["segment"]
+        if offsets[0].as_py() != lo or offsets[-1].as_py() != hi:
             return None  # the tail starts inside the first file (or the files are not what it holds)
+        if segments[0].as_py() != inside[0].segment or segments[-1].as_py() != inside[0].segment:
+            return None
         return rows
 
     def held_newest(self, inside: list[DataFile], lo: int, hi: int) -> tuple[list[DataFile], pa.Table] | None:

@@ -99,6 +99,9 @@ class LocalAppender:
         self.log_dir = os.path.join(root, "_delta_log")
         self.version = version  # the newest version this writer knows to exist
         self._dirs: set[str] = set()
+        #: the last :meth:`write_files`' rows by (partition, segment): zero-copy slices of one table, which
+        #: the flusher hands to the partitions' tail caches instead of joining each partition's batches
+        self.last_groups: list[tuple[tuple[int, int], pa.Table]] = []
 
     # ------------------------------------------------------------------ data files
 
@@ -107,6 +110,7 @@ class LocalAppender:
         segment) and return their ``add`` actions (``data_change`` False: a rewrite of records already
         in the table, which streaming readers skip)."""
         groups = _groups(data)
+        self.last_groups = groups
         stats = groups_stats([rows for _, rows in groups])
         encoded = [encode(rows) for _, rows in groups]
         now = int(time.time() * 1000)
