@@ -207,10 +207,16 @@ class TopicWriter:
                     logger.info(
                         "topic %s: write attempt %d lost a race (%s)", self.topic, result.attempts, reason
                     )
-                    if "concurrent" not in reason.lower():
+                    # a listing of _delta_log that raced a commit (readdir may skip an entry created while
+                    # it runs and return a later one: delta-rs then sees a gap) is a lost race too, and so
+                    # is its cure: announce our intent and the gateway holds its commits
+                    gap = "found gap" in reason
+                    if "concurrent" not in reason.lower() and not gap:
                         dt = None  # an I/O error: reopen
                         time.sleep(min(0.01 * 2**result.attempts, 1.0))
                         continue
+                    if gap:
+                        dt = None
                     fenced += 1
                     if fenced == _INTENT_AFTER and intent is None:
                         # a busy gateway keeps winning: announce our intent; it holds its commits for us
