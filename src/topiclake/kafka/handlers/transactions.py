@@ -52,7 +52,12 @@ def coordinator_node(ctx: Context, transactional_id: str) -> dict[str, Any]:
     brokers, as for groups (a dead broker's ids move, the others stay)."""
     listed, _controller, _cluster = brokers(ctx)
     me = ctx.broker.config.broker_id
-    best = coordinator_for(f"transaction/{transactional_id}", sorted(b["node_id"] for b in listed))
+    live = tuple(sorted(b["node_id"] for b in listed))
+    if ctx.state.get("transaction_brokers") != live:
+        # ids may have moved to this broker: it reads them from _system/transactions on their next request
+        ctx.state["transaction_brokers"] = live
+        coordinator(ctx).brokers_changed()
+    best = coordinator_for(f"transaction/{transactional_id}", list(live))
     found = next((b for b in listed if b["node_id"] == best), None)
     if found is None:
         return {"node_id": me, "host": ctx.host, "port": ctx.port}
@@ -313,20 +318,23 @@ async def list_transactions(ctx: Context, req: Request) -> dict[str, Any]:
     states = {str(s) for s in getattr(b, "state_filters", ())}
     pids = {int(p) for p in getattr(b, "producer_id_filters", ())}
     older = int(getattr(b, "duration_filter", -1))
-    known = {s.value for s in TxnState}
+    valid = {s.value for s in TxnState}
     now = int(time.time() * 1000)
+    known = await ctx.run(coordinator(ctx).describe)
+    mine = await ctx.run(lambda: {t.transactional_id for t in known if _owned(ctx, t.transactional_id)})
     listed = [
         {
             "transactional_id": t.transactional_id,
             "producer_id": t.producer_id,
             "transaction_state": t.state.value,
         }
-        for t in await ctx.run(coordinator(ctx).describe)
-        if (not states or t.state.value in states)
+        for t in known
+        if t.transactional_id in mine
+        and (not states or t.state.value in states)
         and (not pids or t.producer_id in pids)
         and (older < 0 or (t.started_ms >= 0 and now - t.started_ms >= older))
     ]
-    return {"error_code": 0, "unknown_state_filters": sorted(states - known), "transaction_states": listed}
+    return {"error_code": 0, "unknown_state_filters": sorted(states - valid), "transaction_states": listed}
 
 
 async def describe_transactions(ctx: Context, req: Request) -> dict[str, Any]:

@@ -22,7 +22,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 
 import pyarrow as pa
 
@@ -37,7 +39,7 @@ from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
 from topiclake.platform.transactions._ending import abort, expire, now_ms
 from topiclake.platform.transactions._housekeeping import Housekeeping
-from topiclake.platform.transactions._recovery import load_one, replay
+from topiclake.platform.transactions._recovery import decided_records, load_one, replay
 from topiclake.platform.transactions._rollforward import RollForward
 from topiclake.platform.transactions._state import (
     Txn,
@@ -50,6 +52,8 @@ from topiclake.platform.transactions._table import (
     Offsets,
     Row,
     TransactionTable,
+    offsets_to_json,
+    table_to_ipc,
 )
 
 logger = logging.getLogger(__name__)
@@ -94,40 +98,67 @@ class TransactionCoordinator(Housekeeping):
     # ------------------------------------------------------------------ recovery
 
     def recover(self) -> None:
-        """Load the table once: epochs, sequence numbers, and roll forward decided, incomplete commits."""
+        """Load the table once: epochs, sequence numbers, and roll forward decided, incomplete commits.
+
+        Every other id is marked stale: it is read again on its next request (this broker may not be its
+        coordinator, or another broker may have coordinated it since the rows were read).
+        """
         with self._lock:
             if self._recovered:
                 return
             replay(self._table.rows(), self._txns, self._next_seq)
             self._recovered = True
+            for txn in self._txns.values():
+                txn.stale = txn.state is not TxnState.PREPARE_COMMIT
         for txn in list(self._txns.values()):
             if txn.state is TxnState.PREPARE_COMMIT:
                 with txn.lock:
-                    txn.pending = self._table.records_of(txn.transactional_id, txn.txn_seq)
+                    txn.pending = decided_records(self._table, txn.transactional_id, txn.txn_seq)
                     logger.info("transactions: rolling forward %s #%d", txn.transactional_id, txn.txn_seq)
                     self._finish_commit(txn)
 
+    def brokers_changed(self) -> None:
+        """The live brokers changed: transactional ids may have moved to or from this broker, so what it
+        remembers of each is read again from the table on the id's next request (an id it takes over
+        continues where its last coordinator left it: epoch, open transaction, staged records)."""
+        with self._lock:
+            txns = list(self._txns.values())
+        for txn in txns:
+            if txn.state is not TxnState.PREPARE_COMMIT:
+                txn.stale = True
+
     def _reload(self, transactional_id: str) -> None:
         """Read one id's rows again: in a cluster another broker may have coordinated it since (a newer
-        epoch in the table fences what this broker remembers), or decided a commit it did not finish."""
-        loaded = load_one(self._table, transactional_id, self._next_seq)
+        epoch in the table fences what this broker remembers, an open transaction carries on), or decided a
+        commit it did not finish."""
+        with self._lock:
+            current = self._txns.get(transactional_id)
+        if current is not None and (current.lock.locked() or current.inflight):
+            return  # this broker is coordinating the id right now
+        loaded = load_one(self._table, transactional_id, self._next_seq, self._clock())
         if loaded is None:
             return
         with self._lock:
             current = self._txns.get(transactional_id)
-            if current is not None and (
-                (current.producer_id, current.epoch) == (loaded.producer_id, loaded.epoch)
-                or current.lock.locked()
+            if (
+                current is not None
+                and not current.stale
+                and (
+                    (current.producer_id, current.epoch) == (loaded.producer_id, loaded.epoch)
+                    or current.lock.locked()
+                )
             ):
                 return  # what this broker knows is the newest, or it is coordinating the id right now
             self._txns[transactional_id] = loaded
-        logger.info("transactions: %s taken over at epoch %d", transactional_id, loaded.epoch)
+        logger.info(
+            "transactions: %s taken over at epoch %d (%s)", transactional_id, loaded.epoch, loaded.state.value
+        )
 
     def _get(self, transactional_id: str) -> Txn:
         self.recover()
         with self._lock:
             txn = self._txns.get(transactional_id)
-        if txn is None:
+        if txn is None or txn.stale:
             self._reload(transactional_id)
             with self._lock:
                 txn = self._txns.get(transactional_id)
@@ -229,7 +260,11 @@ class TransactionCoordinator(Housekeeping):
         with txn.lock:
             self._check(txn, producer_id, epoch)
             self._begin(txn)
-            txn.partitions.update(wanted)
+            new = sorted(set(wanted) - txn.partitions)
+            if new:  # durable before the answer: a successor coordinator knows the partitions
+                now = now_ms()
+                self._table.append([txn.row("add_partitions", now, topic=t, partition=p) for t, p in new])
+            txn.partitions.update(new)
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> None:
         """AddOffsetsToTxn: this transaction will commit offsets of ``group_id``."""
@@ -237,6 +272,8 @@ class TransactionCoordinator(Housekeeping):
         with txn.lock:
             self._check(txn, producer_id, epoch)
             self._begin(txn)
+            if group_id not in txn.groups:
+                self._table.append([txn.row("add_offsets", now_ms(), group_id=group_id)])
             txn.groups.add(group_id)
 
     def stage_offsets(
@@ -255,7 +292,10 @@ class TransactionCoordinator(Housekeeping):
                     f"group {group_id!r} is not part of an open transaction of {transactional_id!r}",
                     group=group_id,
                 )
-            txn.offsets.setdefault(group_id, {}).update(offsets)
+            merged = {**txn.offsets.get(group_id, {}), **offsets}
+            row = txn.row("txn_offsets", now_ms(), group_id=group_id, offsets=offsets_to_json(merged))
+            self._table.append([row])
+            txn.offsets[group_id] = merged
 
     def stage(
         self,
@@ -279,15 +319,46 @@ class TransactionCoordinator(Housekeeping):
         records = self._broker.screen(topic, records)  # a record that cannot be appended fails now
         self._check_room(records.nbytes)
         with txn.lock:
-            self._check(txn, producer_id, epoch)
-            if txn.state is not TxnState.ONGOING or key not in txn.partitions:
+            self._check_staging(txn, producer_id, epoch, key)
+            if base_sequence in txn.staged.get(key, {}):
+                return  # a retry of a batch already written and held
+            seq = txn.txn_seq
+            row = txn.row(
+                "staged",
+                now_ms(),
+                topic=topic,
+                partition=partition,
+                base_sequence=base_sequence,
+                record_count=records.num_rows,
+                records=table_to_ipc(records),
+            )
+            txn.inflight += 1
+        try:
+            # durable before the answer, outside the lock: the producer's pipelined batches (and other
+            # producers') share the table's group commit
+            self._table.append([row])
+        finally:
+            with txn.lock:
+                txn.inflight -= 1
+        with txn.lock:
+            self._check_staging(txn, producer_id, epoch, key)
+            if txn.txn_seq != seq:
                 raise InvalidTxnState(
-                    f"{topic}/{partition} is not part of an open transaction of {transactional_id!r}",
+                    f"the transaction of {transactional_id!r} ended while its batch was written",
                     topic=topic,
                     partition=partition,
                 )
             # in sequence order at commit, whatever order pipelined requests arrive in; a retry is kept once
             txn.hold(key, base_sequence, records)
+
+    def _check_staging(self, txn: Txn, producer_id: int, epoch: int, key: TopicPartition) -> None:
+        self._check(txn, producer_id, epoch)
+        if txn.state is not TxnState.ONGOING or key not in txn.partitions:
+            raise InvalidTxnState(
+                f"{key[0]}/{key[1]} is not part of an open transaction of {txn.transactional_id!r}",
+                topic=key[0],
+                partition=key[1],
+            )
 
     # ------------------------------------------------------------------ the end
 
@@ -301,7 +372,7 @@ class TransactionCoordinator(Housekeeping):
                 roll-forward's appends raise (the decision stands; the next call or sweep retries).
         """
         txn = self._get(transactional_id)
-        with txn.lock:
+        with self._quiet(txn, wait=commit):
             self._check(txn, producer_id, epoch)
             if txn.state is TxnState.PREPARE_COMMIT and commit:
                 self._finish_commit(txn)
@@ -319,7 +390,8 @@ class TransactionCoordinator(Housekeeping):
                 abort(self._table, txn, "the producer aborted")
                 return
             decision = decision_rows(txn, self._next_seq, now_ms())
-            self._table.append(decision)  # from here on the transaction is committed
+            # from here on the transaction is committed (its records are in its staged rows)
+            self._table.append([replace(r, records=None) for r in decision])
             for row in decision:
                 if row.topic is not None and row.partition is not None:
                     key = (row.producer_id, row.producer_epoch, row.topic, row.partition)
@@ -328,6 +400,24 @@ class TransactionCoordinator(Housekeeping):
             txn.state = TxnState.PREPARE_COMMIT
             txn.clear()
             self._finish_commit(txn)
+
+    @contextmanager
+    def _quiet(self, txn: Txn, *, wait: bool) -> Iterator[None]:
+        """Hold ``txn.lock`` once no Produce batch of it is being written (``wait``; 10 s at most, then
+        CONCURRENT_TRANSACTIONS, which a client retries): a commit must hold all of them."""
+        deadline = time.monotonic() + 10
+        while True:
+            txn.lock.acquire()
+            if not wait or not txn.inflight:
+                break
+            txn.lock.release()
+            if time.monotonic() > deadline:
+                raise ConcurrentTransactions(f"batches of {txn.transactional_id!r} are still being written")
+            time.sleep(0.002)
+        try:
+            yield
+        finally:
+            txn.lock.release()
 
     def _finish_commit(self, txn: Txn) -> None:
         """Roll a decided commit forward (idempotent) and record it complete. Caller holds ``txn.lock``."""
