@@ -23,7 +23,12 @@ from topiclake.kafka.classic_groups import GroupError
 from topiclake.kafka.codec import Request, ms
 from topiclake.kafka.context import Context
 from topiclake.kafka.handlers.cluster import brokers
-from topiclake.kafka.txn_forward import FORWARDED_BY, ForwardFailed, forward_produce
+from topiclake.kafka.txn_forward import (
+    FORWARDED_BY,
+    ForwardFailed,
+    forward_produce,
+    forward_txn_offset_commit,
+)
 from topiclake.platform.cluster.assignment import coordinator_for
 from topiclake.platform.transactions import TransactionCoordinator, TxnState
 
@@ -164,16 +169,18 @@ async def add_offsets_to_txn(ctx: Context, req: Request) -> dict[str, Any]:
 
 def _txn_offset_commit_sync(ctx: Context, req: Request) -> int:
     b = req.body
-    if not _owned(ctx, str(b.transactional_id)):
-        return kerr.NOT_COORDINATOR
     group_id = str(b.group_id)
     member_id = str(getattr(b, "member_id", "") or "")
     generation = int(getattr(b, "generation_id", -1))
-    if member_id:  # v3+ with group metadata: fenced by the group's generation like OffsetCommit
+    if member_id and req.client_id != FORWARDED_BY:
+        # v3+ with group metadata: fenced by the group's generation like OffsetCommit, at the group's
+        # coordinator (this broker: the client sent it here), before it goes on to the transaction's
         try:
             ctx.state["classic_groups"].check_commit(group_id, member_id, generation)
         except GroupError as exc:
             return exc.code
+    if not _owned(ctx, str(b.transactional_id)):
+        return kerr.NOT_COORDINATOR
     offsets = {
         (str(t.name), int(p.partition_index)): (int(p.committed_offset), p.committed_metadata)
         for t in b.topics
@@ -186,22 +193,64 @@ def _txn_offset_commit_sync(ctx: Context, req: Request) -> int:
 
 
 async def txn_offset_commit(ctx: Context, req: Request) -> dict[str, Any]:
-    """TxnOffsetCommit: offsets that the group gets when (and only if) the transaction commits."""
+    """TxnOffsetCommit: offsets that the group gets when (and only if) the transaction commits. A client
+    sends it to the group's coordinator; the transaction's holds the offsets, so a group coordinator that
+    is not the transaction's forwards it there (after checking the group's generation)."""
     b = req.body
+    tid = str(b.transactional_id)
+    codes: dict[tuple[str, int], int] = {}
     try:
         code = await ctx.run(_txn_offset_commit_sync, ctx, req)
+        node = await ctx.run(coordinator_node, ctx, tid)
+        if code == kerr.NOT_COORDINATOR and req.client_id != FORWARDED_BY:
+            codes = await forward_txn_offset_commit(node["host"], int(node["port"]), _forwarded_offsets(b))
     except TopiclakeError as exc:
         code = _code(exc, req)
+    except ForwardFailed as exc:
+        logger.info("kafka: TxnOffsetCommit of %s not forwarded: %s", tid, exc)
+        code = kerr.COORDINATOR_NOT_AVAILABLE
     return {
         "topics": [
             {
                 "name": t.name,
                 "partitions": [
-                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": codes.get((str(t.name), int(p.partition_index)), code),
+                    }
+                    for p in t.partitions
                 ],
             }
             for t in b.topics
         ]
+    }
+
+
+def _forwarded_offsets(b: Any) -> dict[str, Any]:
+    """A TxnOffsetCommit v3 body of the request (its group's generation already checked here)."""
+    return {
+        "transactional_id": b.transactional_id,
+        "group_id": b.group_id,
+        "producer_id": b.producer_id,
+        "producer_epoch": b.producer_epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "committed_offset": p.committed_offset,
+                        "committed_leader_epoch": getattr(p, "committed_leader_epoch", -1),
+                        "committed_metadata": p.committed_metadata,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in b.topics
+        ],
     }
 
 
