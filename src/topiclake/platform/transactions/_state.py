@@ -70,6 +70,7 @@ class Txn:
     # another broker may have coordinated it since, so the next request reads the id's rows again
     stale: bool = False
     inflight: int = 0  # Produce batches being written to the table (a commit waits for them)
+    replaced: bool = False  # by a newer state read from the table: requests use that one
 
     def row(self, kind: str, now: int, **fields: Any) -> Row:
         """A row of ``kind`` for this id's current producer and transaction."""

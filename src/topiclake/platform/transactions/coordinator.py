@@ -39,7 +39,6 @@ from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
 from topiclake.platform.transactions._ending import abort, expire, now_ms
 from topiclake.platform.transactions._housekeeping import Housekeeping
-from topiclake.platform.transactions._recovery import decided_records, load_one, replay
 from topiclake.platform.transactions._rollforward import RollForward
 from topiclake.platform.transactions._state import (
     Txn,
@@ -55,6 +54,7 @@ from topiclake.platform.transactions._table import (
     offsets_to_json,
     table_to_ipc,
 )
+from topiclake.platform.transactions._takeover import Takeover
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ MAX_HELD_BYTES = 256 * 1024 * 1024
 TopicPartition = tuple[str, int]
 
 
-class TransactionCoordinator(Housekeeping):
+class TransactionCoordinator(Takeover, Housekeeping):
     """Transactions of this broker's transactional ids.
 
     Args:
@@ -96,63 +96,6 @@ class TransactionCoordinator(Housekeeping):
         self._roll = RollForward(broker, self._table)
 
     # ------------------------------------------------------------------ recovery
-
-    def recover(self) -> None:
-        """Load the table once: epochs, sequence numbers, and roll forward decided, incomplete commits.
-
-        Every other id is marked stale: it is read again on its next request (this broker may not be its
-        coordinator, or another broker may have coordinated it since the rows were read).
-        """
-        with self._lock:
-            if self._recovered:
-                return
-            replay(self._table.rows(), self._txns, self._next_seq)
-            self._recovered = True
-            for txn in self._txns.values():
-                txn.stale = txn.state is not TxnState.PREPARE_COMMIT
-        for txn in list(self._txns.values()):
-            if txn.state is TxnState.PREPARE_COMMIT:
-                with txn.lock:
-                    txn.pending = decided_records(self._table, txn.transactional_id, txn.txn_seq)
-                    logger.info("transactions: rolling forward %s #%d", txn.transactional_id, txn.txn_seq)
-                    self._finish_commit(txn)
-
-    def brokers_changed(self) -> None:
-        """The live brokers changed: transactional ids may have moved to or from this broker, so what it
-        remembers of each is read again from the table on the id's next request (an id it takes over
-        continues where its last coordinator left it: epoch, open transaction, staged records)."""
-        with self._lock:
-            txns = list(self._txns.values())
-        for txn in txns:
-            if txn.state is not TxnState.PREPARE_COMMIT:
-                txn.stale = True
-
-    def _reload(self, transactional_id: str) -> None:
-        """Read one id's rows again: in a cluster another broker may have coordinated it since (a newer
-        epoch in the table fences what this broker remembers, an open transaction carries on), or decided a
-        commit it did not finish."""
-        with self._lock:
-            current = self._txns.get(transactional_id)
-        if current is not None and (current.lock.locked() or current.inflight):
-            return  # this broker is coordinating the id right now
-        loaded = load_one(self._table, transactional_id, self._next_seq, self._clock())
-        if loaded is None:
-            return
-        with self._lock:
-            current = self._txns.get(transactional_id)
-            if (
-                current is not None
-                and not current.stale
-                and (
-                    (current.producer_id, current.epoch) == (loaded.producer_id, loaded.epoch)
-                    or current.lock.locked()
-                )
-            ):
-                return  # what this broker knows is the newest, or it is coordinating the id right now
-            self._txns[transactional_id] = loaded
-        logger.info(
-            "transactions: %s taken over at epoch %d (%s)", transactional_id, loaded.epoch, loaded.state.value
-        )
 
     def _get(self, transactional_id: str) -> Txn:
         self.recover()
@@ -208,11 +151,9 @@ class TransactionCoordinator(Housekeeping):
         self.recover()
         self._reload(transactional_id)
         with self._lock:
-            txn = self._txns.get(transactional_id)
-            if txn is None:
-                txn = Txn(transactional_id, new_producer_id(), -1, timeout_ms)
-                self._txns[transactional_id] = txn
-        with txn.lock:
+            if transactional_id not in self._txns:
+                self._txns[transactional_id] = Txn(transactional_id, new_producer_id(), -1, timeout_ms)
+        with self._locked(transactional_id) as txn:
             if txn.state is TxnState.PREPARE_COMMIT:
                 self._finish_commit(txn)
             if producer_id >= 0 and (producer_id != txn.producer_id or epoch < txn.epoch - 1):
@@ -253,11 +194,10 @@ class TransactionCoordinator(Housekeeping):
             InvalidProducerIdMapping, ProducerFenced, ConcurrentTransactions, TopicNotFound,
                 PartitionNotFound.
         """
-        txn = self._get(transactional_id)
         wanted = list(partitions)
         for topic, partition in wanted:
             self._broker.log(topic).high_watermark(partition)  # unknown topic or partition: an error
-        with txn.lock:
+        with self._locked(transactional_id) as txn:
             self._check(txn, producer_id, epoch)
             self._begin(txn)
             new = sorted(set(wanted) - txn.partitions)
@@ -268,8 +208,7 @@ class TransactionCoordinator(Housekeeping):
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> None:
         """AddOffsetsToTxn: this transaction will commit offsets of ``group_id``."""
-        txn = self._get(transactional_id)
-        with txn.lock:
+        with self._locked(transactional_id) as txn:
             self._check(txn, producer_id, epoch)
             self._begin(txn)
             if group_id not in txn.groups:
@@ -284,8 +223,7 @@ class TransactionCoordinator(Housekeeping):
         Raises:
             InvalidTxnState: No transaction open, or the group was not added with AddOffsetsToTxn.
         """
-        txn = self._get(transactional_id)
-        with txn.lock:
+        with self._locked(transactional_id) as txn:
             self._check(txn, producer_id, epoch)
             if txn.state is not TxnState.ONGOING or group_id not in txn.groups:
                 raise InvalidTxnState(
@@ -314,11 +252,10 @@ class TransactionCoordinator(Housekeeping):
             InvalidTxnState: No transaction open, or the partition was not added to it.
             RecordTooLarge: Open transactions would hold more than ``max_held_bytes`` with this batch.
         """
-        txn = self._get(transactional_id)
         key = (topic, partition)
         records = self._broker.screen(topic, records)  # a record that cannot be appended fails now
         self._check_room(records.nbytes)
-        with txn.lock:
+        with self._locked(transactional_id) as txn:
             self._check_staging(txn, producer_id, epoch, key)
             if base_sequence in txn.staged.get(key, {}):
                 return  # a retry of a batch already written and held
@@ -371,8 +308,7 @@ class TransactionCoordinator(Housekeeping):
             InvalidProducerIdMapping, ProducerFenced, InvalidTxnState, StorageError, and what the
                 roll-forward's appends raise (the decision stands; the next call or sweep retries).
         """
-        txn = self._get(transactional_id)
-        with self._quiet(txn, wait=commit):
+        with self._locked(transactional_id, wait=commit) as txn:
             self._check(txn, producer_id, epoch)
             if txn.state is TxnState.PREPARE_COMMIT and commit:
                 self._finish_commit(txn)
@@ -402,20 +338,23 @@ class TransactionCoordinator(Housekeeping):
             self._finish_commit(txn)
 
     @contextmanager
-    def _quiet(self, txn: Txn, *, wait: bool) -> Iterator[None]:
-        """Hold ``txn.lock`` once no Produce batch of it is being written (``wait``; 10 s at most, then
-        CONCURRENT_TRANSACTIONS, which a client retries): a commit must hold all of them."""
+    def _locked(self, transactional_id: str, *, wait: bool = False) -> Iterator[Txn]:
+        """The id's state, its lock held (and, with ``wait``, once no Produce batch of it is being
+        written: a commit must hold all of them; 10 s at most, then CONCURRENT_TRANSACTIONS, which a client
+        retries). Never a state another thread has just replaced with the table's."""
         deadline = time.monotonic() + 10
         while True:
+            txn = self._get(transactional_id)
             txn.lock.acquire()
-            if not wait or not txn.inflight:
+            if not txn.replaced and (not wait or not txn.inflight):
                 break
             txn.lock.release()
             if time.monotonic() > deadline:
                 raise ConcurrentTransactions(f"batches of {txn.transactional_id!r} are still being written")
-            time.sleep(0.002)
+            if not txn.replaced:
+                time.sleep(0.002)
         try:
-            yield
+            yield txn
         finally:
             txn.lock.release()
 
