@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -178,12 +179,26 @@ def _txn_rows(warehouse: Path, tid: str) -> list[dict[str, Any]]:
 
 
 def _open_batches(warehouse: Path, tid: str) -> int:
-    """Batches written of ``tid``'s last transaction, 0 once it ended."""
+    """Batches written of ``tid``'s last transaction, 0 once it is decided or ended."""
     rows = _txn_rows(warehouse, tid)
     last = max((r["txn_seq"] for r in rows), default=0)
-    if any(r["txn_seq"] == last and r["kind"].startswith("complete_") for r in rows):
+    if any(r["txn_seq"] == last and r["kind"] in ("prepare_commit", "complete_abort") for r in rows):
         return 0
     return sum(1 for r in rows if r["txn_seq"] == last and r["kind"] == "staged")
+
+
+def _pause_amid_a_transaction(copier: subprocess.Popen[bytes], warehouse: Path, tid: str) -> None:
+    """Stop ``copier`` (SIGSTOP) at a moment its transaction has batches written and is not decided: its
+    coordinator's death then surely comes amid that transaction (the caller sends SIGCONT)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        copier.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)  # what it had sent is answered meanwhile
+        if _open_batches(warehouse, tid) > 0:
+            return
+        copier.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    raise AssertionError(f"{tid} never paused amid a transaction")
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK (the Spark tests need one too)")
@@ -209,9 +224,10 @@ def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
     copiers = [subprocess.Popen(_copier(bs, q), stdout=logs[q], stderr=subprocess.STDOUT) for q in (0, 1)]
     try:
         wait_for(lambda: len(table_rows(warehouse, "sout")) >= 1500, 120, "1,500 records copied")
-        wait_for(lambda: _open_batches(warehouse, "copier-0") > 0, 30, "copier-0 amid a transaction")
+        _pause_amid_a_transaction(copiers[0], warehouse, "copier-0")
         victim.proc.kill9()  # mid-transaction: its batches were answered, the commit is to come
         killed_ms = time.time() * 1000
+        copiers[0].send_signal(signal.SIGCONT)
         killed_at = len(table_rows(warehouse, "sout"))
         assert killed_at < N - 1000, killed_at
         started = time.monotonic()
