@@ -21,6 +21,7 @@ SQL can read it like any other ``_system`` table.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +32,12 @@ from deltalake import DeltaTable, write_deltalake
 
 from topiclake.errors import StorageError
 from topiclake.platform.catalog.system_table import FOREIGN_ERRORS
+from topiclake.platform.log.blind_append import append_file
+from topiclake.platform.log.fast_append import LocalAppender
 from topiclake.platform.storage import Storage
 from topiclake.platform.transactions._group_commit import GroupCommit
+
+logger = logging.getLogger(__name__)
 
 NAME = "transactions"
 
@@ -112,6 +117,8 @@ class TransactionTable:
         self._storage = storage
         self.uri = storage.system_uri(NAME)
         self._writer: DeltaTable | None = None  # kept open: a commit need not load the log again
+        # on a local warehouse, once the table exists, commits bypass delta-rs (..log.blind_append)
+        self._fast: LocalAppender | None = None
         self._group = GroupCommit[Row](self._write)
 
     def append(self, rows: Sequence[Row]) -> None:
@@ -126,15 +133,30 @@ class TransactionTable:
     def _write(self, rows: list[Row]) -> None:
         data = pa.Table.from_pylist([r.as_dict() for r in rows], schema=SCHEMA)
         try:
+            if self._fast is None and self._storage.is_local and self._storage.is_table(self.uri):
+                self._fast = LocalAppender(self.uri, self._version())
+            if self._fast is not None:
+                append_file(self._fast, data, self._version, self._checkpoint)
+                return
             if self._writer is None and self._storage.is_table(self.uri):
                 self._writer = DeltaTable(self.uri, storage_options=self._storage.options())
             if self._writer is None:
                 write_deltalake(self.uri, data, mode="append", storage_options=self._storage.options())
             else:
                 write_deltalake(self._writer, data, mode="append")
-        except FOREIGN_ERRORS as exc:
-            self._writer = None  # read the table afresh next time
+        except (*FOREIGN_ERRORS, RuntimeError) as exc:
+            self._writer = self._fast = None  # read the table afresh next time
             raise StorageError(f"cannot append to {self.uri}: {exc}") from exc
+
+    def _version(self) -> int:
+        return DeltaTable(self.uri, storage_options=self._storage.options()).version()
+
+    def _checkpoint(self) -> None:
+        """A delta-rs checkpoint (after the commit: a failure is logged, the rows are in the table)."""
+        try:
+            DeltaTable(self.uri, storage_options=self._storage.options()).create_checkpoint()
+        except FOREIGN_ERRORS as exc:
+            logger.warning("cannot checkpoint %s: %s", self.uri, exc)
 
     def rows(self, *, records: bool = False) -> list[Row]:
         """Every row, in no particular order (empty while there is no table); without the ``records``
