@@ -152,9 +152,12 @@ class TransactionTable:
         return DeltaTable(self.uri, storage_options=self._storage.options()).version()
 
     def _checkpoint(self) -> None:
-        """A delta-rs checkpoint (after the commit: a failure is logged, the rows are in the table)."""
+        """A delta-rs checkpoint and the cleanup of log entries past the table's log retention (30 days),
+        as delta-rs's post-commit hook does (after the commit: a failure is logged, the rows are in)."""
         try:
-            DeltaTable(self.uri, storage_options=self._storage.options()).create_checkpoint()
+            dt = DeltaTable(self.uri, storage_options=self._storage.options())
+            dt.create_checkpoint()
+            dt.cleanup_metadata()
         except FOREIGN_ERRORS as exc:
             logger.warning("cannot checkpoint %s: %s", self.uri, exc)
 
