@@ -2,20 +2,33 @@
 them, the partitions' leaders are spread over all three (a leader forwards a transaction's batches to the
 coordinator), commit and abort leave committed records only in the Delta table, at contiguous offsets; after
 a kill -9 of the coordinator's broker, a new instance of the producer is coordinated by another broker at
-the next epoch (read back from ``_system/transactions``) and commits again."""
+the next epoch (read back from ``_system/transactions``) and commits again.
+
+And issue 31's proof with Kafka's own Java tools: TransactionalMessageCopiers with random aborts copy 10,000
+integers while the broker coordinating one of them is killed with -9 mid-transaction; its open transaction
+carries on at the successor (its requests were durable in ``_system/transactions`` when answered), and a
+read_committed VerifiableConsumer and the output table hold each value exactly once."""
 
 from __future__ import annotations
 
 import io
+import json
+import shutil
+import signal
 import socket
 import struct
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from broker_harness import wait_for
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from deltalake import DeltaTable
 from kafka_cluster import FAST_ENV, KafkaBroker, kafka_sees, leaders, start_kafka_brokers, table_rows
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -115,3 +128,129 @@ def test_transactions_over_three_brokers_and_the_coordinator_killed(
     third = [f"c{i}" for i in range(9)]
     _transaction(",".join(b.bootstrap for b in alive), third, commit=True)
     assert _committed(warehouse) == sorted(first + second + third)
+
+
+TOOLS = "org.apache.kafka.tools."
+N = 10_000
+
+
+def _copier(bs: str, partition: int) -> list[str]:
+    """Kafka's system test's copier of one input partition (as tests/kafka/test_java_transactions.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka"))
+    from kafka_jars import classpath
+
+    return [
+        "java", "-Xmx256m", "-cp", classpath(), TOOLS + "TransactionalMessageCopier",
+        "--broker-list", bs,
+        "--transactional-id", f"copier-{partition}",
+        "--input-topic", "sin",
+        "--input-partition", str(partition),
+        "--output-topic", "sout",
+        "--consumer-group", "copiers",
+        "--transaction-size", "200",
+        "--transaction-timeout", "10000",
+        "--enable-random-aborts",
+        "--use-group-metadata",
+    ]  # fmt: skip
+
+
+def _verified(bs: str, tmp_path: Path) -> list[int]:
+    """What a read_committed VerifiableConsumer (Java 4.2.0) reads of ``sout``."""
+    from kafka_jars import classpath
+
+    config = tmp_path / "consumer.properties"
+    config.write_text("isolation.level=read_committed\n")
+    cmd = [
+        "java", "-Xmx256m", "-cp", classpath(), TOOLS + "VerifiableConsumer",
+        "--bootstrap-server", bs, "--topic", "sout", "--group-id", "verifier",
+        "--max-messages", str(N), "--reset-policy", "earliest", "--verbose",
+        "--consumer.config", str(config),
+    ]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return [int(e["value"]) for e in events if e["name"] == "record_data"]
+
+
+def _txn_rows(warehouse: Path, tid: str) -> list[dict[str, Any]]:
+    dt = DeltaTable(str(warehouse / "_system" / "transactions"))
+    columns = ["kind", "transactional_id", "txn_seq", "at_ms"]
+    return [r for r in dt.to_pyarrow_table(columns=columns).to_pylist() if r["transactional_id"] == tid]
+
+
+def _open_batches(warehouse: Path, tid: str) -> int:
+    """Batches written of ``tid``'s last transaction, 0 once it is decided or ended."""
+    rows = _txn_rows(warehouse, tid)
+    last = max((r["txn_seq"] for r in rows), default=0)
+    if any(r["txn_seq"] == last and r["kind"] in ("prepare_commit", "complete_abort") for r in rows):
+        return 0
+    return sum(1 for r in rows if r["txn_seq"] == last and r["kind"] == "staged")
+
+
+def _pause_amid_a_transaction(copier: subprocess.Popen[bytes], warehouse: Path, tid: str) -> None:
+    """Stop ``copier`` (SIGSTOP) at a moment its transaction has batches written and is not decided: its
+    coordinator's death then surely comes amid that transaction (the caller sends SIGCONT)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        copier.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)  # what it had sent is answered meanwhile
+        if _open_batches(warehouse, tid) > 0:
+            return
+        copier.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    raise AssertionError(f"{tid} never paused amid a transaction")
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK (the Spark tests need one too)")
+def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
+    brokers: list[KafkaBroker], tmp_path: Path
+) -> None:
+    """Issue 31's proof: 10,000 integers in 2 partitions, a TransactionalMessageCopier per partition
+    (random aborts, group metadata), kill -9 of the broker coordinating ``copier-0`` while it copies; its
+    open transaction continues at the successor, and the output holds each input value exactly once."""
+    bs = ",".join(b.bootstrap for b in brokers)
+    admin = AdminClient({"bootstrap.servers": bs})
+    for name in ("sin", "sout"):
+        admin.create_topics([NewTopic(name, 2, 3)])[name].result(30)
+    p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(N):
+        p.produce("sin", key=str(i).encode(), value=str(i).encode(), partition=i % 2)
+    assert p.flush(60) == 0
+    coordinator = _txn_coordinator(brokers[0], "copier-0")
+    victim = next(b for b in brokers if b.broker_id == coordinator)
+    alive = [b for b in brokers if b is not victim]
+    warehouse = tmp_path / "wh"
+    logs = [open(tmp_path / f"copier-{q}.out", "w") for q in (0, 1)]  # noqa: SIM115 (closed below)
+    copiers = [subprocess.Popen(_copier(bs, q), stdout=logs[q], stderr=subprocess.STDOUT) for q in (0, 1)]
+    try:
+        wait_for(lambda: len(table_rows(warehouse, "sout")) >= 1500, 120, "1,500 records copied")
+        _pause_amid_a_transaction(copiers[0], warehouse, "copier-0")
+        victim.proc.kill9()  # mid-transaction: its batches were answered, the commit is to come
+        killed_ms = time.time() * 1000
+        copiers[0].send_signal(signal.SIGCONT)
+        killed_at = len(table_rows(warehouse, "sout"))
+        assert killed_at < N - 1000, killed_at
+        started = time.monotonic()
+        for q, c in enumerate(copiers):
+            assert c.wait(240) == 0, (tmp_path / f"copier-{q}.out").read_text()[-3000:]
+        print(f"copied {N - killed_at} records in {time.monotonic() - started:.1f} s after the kill")
+    finally:
+        for c in copiers:
+            if c.poll() is None:
+                c.kill()
+                c.wait(30)
+        for f in logs:
+            f.close()
+    assert _txn_coordinator(alive[0], "copier-0") != coordinator
+    txns = _txn_rows(warehouse, "copier-0")
+    assert sum(1 for r in txns if r["kind"] == "epoch") == 1  # never fenced, never initialized again
+    straddling = {r["txn_seq"] for r in txns if r["kind"] == "staged" and r["at_ms"] < killed_ms} & {
+        r["txn_seq"] for r in txns if r["kind"].startswith("complete_") and r["at_ms"] > killed_ms
+    }
+    assert straddling, "no transaction of copier-0 was open across the kill"
+    rows = table_rows(warehouse, "sout")
+    for q in (0, 1):  # the table: contiguous offsets, each value once (delta-rs)
+        offsets = sorted(o for r, o, _v in rows if r == q)
+        assert offsets == list(range(len(offsets))), f"sout/{q}"
+    assert sorted(int(v) for _q, _o, v in rows) == list(range(N))
+    assert sorted(_verified(",".join(b.bootstrap for b in alive), tmp_path)) == list(range(N))

@@ -1,8 +1,9 @@
-"""A transactional Produce sent on to the transaction coordinator's Kafka listener.
+"""A transactional Produce or TxnOffsetCommit sent on to the transaction coordinator's Kafka listener.
 
-A client sends a partition's batches to the partition's leader; a transaction's batches are held by the
-transactional id's coordinator, which in a cluster is often another broker. The leader forwards the
-request there as a Kafka client would (Produce v9), marked by its client id so it is never forwarded twice.
+A client sends a partition's batches to the partition's leader, and a transaction's offsets to the group's
+coordinator; both are held by the transactional id's coordinator, which in a cluster is often another
+broker. The receiving broker forwards the request there as a Kafka client would (Produce v9,
+TxnOffsetCommit v3), marked by its client id so it is never forwarded twice.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ class ForwardFailed(Exception):
     """The coordinator could not be reached or did not answer."""
 
 
-def _frame(body: dict[str, Any]) -> bytes:
-    cls = load_request_schema(0, _VERSION)
+def _frame(api_key: int, version: int, body: dict[str, Any]) -> bytes:
+    cls = load_request_schema(api_key, version)
     header_cls = cls.__header_schema__
     head = {
-        "request_api_key": 0,
-        "request_api_version": _VERSION,
+        "request_api_key": api_key,
+        "request_api_version": version,
         "correlation_id": 1,
         "client_id": FORWARDED_BY,
     }
@@ -42,8 +43,8 @@ def _frame(body: dict[str, Any]) -> bytes:
     return struct.pack(">i", len(buf.getvalue())) + buf.getvalue()
 
 
-async def forward_produce(host: str, port: int, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """Send a Produce request body to ``host:port``; its per-topic ``responses`` as dicts.
+async def forward(host: str, port: int, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """Send a request body to ``host:port``; the response entity.
 
     Raises:
         ForwardFailed: Connection refused or closed, or no answer within 30 s.
@@ -52,7 +53,7 @@ async def forward_produce(host: str, port: int, body: dict[str, Any]) -> list[di
         async with asyncio.timeout(_TIMEOUT_S):
             reader, writer = await asyncio.open_connection(host, port)
             try:
-                writer.write(_frame(body))
+                writer.write(_frame(api_key, version, body))
                 await writer.drain()
                 size = struct.unpack(">i", await reader.readexactly(4))[0]
                 data = await reader.readexactly(size)
@@ -60,9 +61,18 @@ async def forward_produce(host: str, port: int, body: dict[str, Any]) -> list[di
                 writer.close()
     except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
         raise ForwardFailed(f"transaction coordinator {host}:{port}: {exc}") from exc
-    cls = load_response_schema(0, _VERSION)
+    cls = load_response_schema(api_key, version)
     _head, n = entity_reader(cls.__header_schema__)(data, 0)
-    answer: Any = entity_reader(cls)(data, n)[0]
+    return entity_reader(cls)(data, n)[0]
+
+
+async def forward_produce(host: str, port: int, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Send a Produce request body to ``host:port``; its per-topic ``responses`` as dicts.
+
+    Raises:
+        ForwardFailed: Connection refused or closed, or no answer within 30 s.
+    """
+    answer = await forward(host, port, 0, _VERSION, body)
     return [
         {
             "name": t.name,
@@ -79,3 +89,15 @@ async def forward_produce(host: str, port: int, body: dict[str, Any]) -> list[di
         }
         for t in answer.responses
     ]
+
+
+async def forward_txn_offset_commit(host: str, port: int, body: dict[str, Any]) -> dict[tuple[str, int], int]:
+    """Send a TxnOffsetCommit v3 body to ``host:port``; the error code of each (topic, partition).
+
+    Raises:
+        ForwardFailed: Connection refused or closed, or no answer within 30 s.
+    """
+    answer = await forward(host, port, 28, 3, body)
+    return {
+        (str(t.name), int(p.partition_index)): int(p.error_code) for t in answer.topics for p in t.partitions
+    }

@@ -5,6 +5,7 @@ fencing by epoch, and the timeout sweep."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +85,16 @@ def test_a_commit_cut_short_ends_all_or_nothing_after_a_restart(
     try:
         second = TransactionCoordinator(again)
         second.recover()
-        expected = [] if crash_at == "prepare_commit" else [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
-        assert _values(storage) == expected  # the roll-forward did not append twice
+        expected = [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
+        assert _values(storage) == ([] if crash_at == "prepare_commit" else expected)  # never twice
         (summary,) = second.describe()
-        want = TxnState.COMPLETE_COMMIT if crash_at == "complete_commit" else TxnState.EMPTY
+        # not decided: the transaction is still open (its batches were durable when answered)
+        want = TxnState.COMPLETE_COMMIT if crash_at == "complete_commit" else TxnState.ONGOING
         assert summary.state is want
         assert (summary.producer_id, summary.epoch) == (pid, epoch)
+        if crash_at == "prepare_commit":  # the producer retries its EndTxn: it commits now
+            second.end_txn("tid", pid, epoch, commit=True)
+        assert _values(storage) == expected
         # recovering once more (another broker taking over) changes nothing
         TransactionCoordinator(again).recover()
         assert _values(storage) == expected
@@ -99,7 +104,7 @@ def test_a_commit_cut_short_ends_all_or_nothing_after_a_restart(
         second.add_partitions("tid", pid, info.epoch, [("t", 0)])
         second.stage("tid", pid, info.epoch, "t", 0, 0, _batch("d"))
         second.end_txn("tid", pid, info.epoch, commit=True)
-        assert (0, 2 if expected else 0, "d") in _values(storage)
+        assert (0, 2, "d") in _values(storage)
         assert len(_values(storage)) == len(expected) + 1
     finally:
         again.close()
@@ -197,14 +202,72 @@ def test_compaction_clears_committed_records_and_keeps_what_recovery_needs(
     with pytest.raises(StorageError):
         coord.end_txn("cut", pid, epoch, commit=True)
     assert coord.compact(keep_ms=3_600_000) == 0  # nothing old enough
-    assert coord.compact(keep_ms=0) == 2  # the complete commit's two partition rows, not the undecided's
+    assert coord.compact(keep_ms=0) == 2  # the complete commit's two batches, not the undecided's
     rows = DeltaTable(storage.system_uri("transactions")).to_pyarrow_table().to_pylist()
-    held = sorted(
-        (r["transactional_id"], r["records"] is not None) for r in rows if r["kind"] == "prepare_commit"
-    )
-    assert held == [("cut", True), ("cut", True), ("tid", False), ("tid", False)]
+    held = sorted((r["transactional_id"], r["records"] is not None) for r in rows if r["kind"] == "staged")
+    assert held == [("cut", True), ("cut", True), ("tid", False), ("tid", False)]  # a retry written once
+    assert all(r["records"] is None for r in rows if r["kind"] == "prepare_commit")  # not written twice
     again = TransactionCoordinator(broker)  # a restart: the undecided commit rolls forward, once
     again.recover()
     assert sorted(v for _p, _o, v in _values(storage)) == ["a", "a", "b", "b", "c", "c"]  # none twice
     again.close()
+    coord.close()
+
+
+def test_an_open_transaction_carries_on_at_the_coordinator_that_takes_it_over(
+    storage: Storage, broker: Broker
+) -> None:
+    """Every answered request of an open transaction is in ``_system/transactions``: a second coordinator
+    (another broker after the first one's death) loads its epoch, partitions, group, offsets and batches; a
+    batch the dead one wrote and a retry sends again is kept once; the commit holds everything once."""
+    first = TransactionCoordinator(broker)
+    pid, epoch = _open(first)  # t/0: a, b (and its retry), t/1: c
+    first.add_offsets("tid", pid, epoch, "g")
+    first.stage_offsets("tid", pid, epoch, "g", {("t", 0): (2, None)})
+    second = TransactionCoordinator(broker)
+    assert second.pending_offsets("g") == set()  # not read yet: another broker's id, for all it knows
+    second.stage("tid", pid, epoch, "t", 0, 0, _batch("a", "b"))  # the dead one's batch, retried
+    second.stage("tid", pid, epoch, "t", 0, 2, _batch("d"))
+    assert second.pending_offsets("g") == {("t", 0)}
+    (summary,) = second.describe()
+    assert (summary.state, summary.epoch, summary.partitions) == (
+        TxnState.ONGOING,
+        epoch,
+        (("t", 0), ("t", 1)),
+    )
+    with pytest.raises(InvalidTxnState):  # the partitions are the transaction's, no others
+        second.stage("tid", pid, epoch, "t", 2, 0, _batch("x"))
+    second.end_txn("tid", pid, epoch, commit=True)
+    assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "d"), (1, 0, "c")]
+    assert [(k, c.offset) for k, c in broker.groups.committed("g").items()] == [(("t", 0), 2)]
+    # the first coordinator, told the brokers changed, reads the id again: the next epoch fences the zombie
+    third = TransactionCoordinator(broker)
+    info = third.init_producer_id("tid", 60_000)
+    first.brokers_changed()
+    with pytest.raises(ProducerFenced):
+        first.add_partitions("tid", pid, epoch, [("t", 0)])
+    assert info.epoch == epoch + 1
+    for c in (first, second, third):
+        c.close()
+
+
+def test_concurrent_requests_share_the_table_s_commits(storage: Storage, broker: Broker) -> None:
+    """The batches of eight producers at once, each durable before its answer, in fewer Delta commits."""
+    coord = TransactionCoordinator(broker)
+    ids = [coord.init_producer_id(f"p{i}", 60_000) for i in range(8)]
+    for i, info in enumerate(ids):
+        coord.add_partitions(f"p{i}", info.producer_id, info.epoch, [("t", i % 2)])
+    before = DeltaTable(storage.system_uri("transactions")).version()
+    with ThreadPoolExecutor(8) as pool:
+        jobs = [
+            pool.submit(coord.stage, f"p{i}", info.producer_id, info.epoch, "t", i % 2, s, _batch(f"{i}/{s}"))
+            for s in range(5)
+            for i, info in enumerate(ids)
+        ]
+        for job in jobs:
+            job.result()
+    commits = DeltaTable(storage.system_uri("transactions")).version() - before
+    staged = [r for r in DeltaTable(storage.system_uri("transactions")).to_pyarrow_table().to_pylist()]
+    assert sum(1 for r in staged if r["kind"] == "staged") == 40
+    assert commits < 40, commits
     coord.close()

@@ -23,7 +23,12 @@ from topiclake.kafka.classic_groups import GroupError
 from topiclake.kafka.codec import Request, ms
 from topiclake.kafka.context import Context
 from topiclake.kafka.handlers.cluster import brokers
-from topiclake.kafka.txn_forward import FORWARDED_BY, ForwardFailed, forward_produce
+from topiclake.kafka.txn_forward import (
+    FORWARDED_BY,
+    ForwardFailed,
+    forward_produce,
+    forward_txn_offset_commit,
+)
 from topiclake.platform.cluster.assignment import coordinator_for
 from topiclake.platform.transactions import TransactionCoordinator, TxnState
 
@@ -52,7 +57,12 @@ def coordinator_node(ctx: Context, transactional_id: str) -> dict[str, Any]:
     brokers, as for groups (a dead broker's ids move, the others stay)."""
     listed, _controller, _cluster = brokers(ctx)
     me = ctx.broker.config.broker_id
-    best = coordinator_for(f"transaction/{transactional_id}", sorted(b["node_id"] for b in listed))
+    live = tuple(sorted(b["node_id"] for b in listed))
+    if ctx.state.get("transaction_brokers") != live:
+        # ids may have moved to this broker: it reads them from _system/transactions on their next request
+        ctx.state["transaction_brokers"] = live
+        coordinator(ctx).brokers_changed()
+    best = coordinator_for(f"transaction/{transactional_id}", list(live))
     found = next((b for b in listed if b["node_id"] == best), None)
     if found is None:
         return {"node_id": me, "host": ctx.host, "port": ctx.port}
@@ -159,16 +169,18 @@ async def add_offsets_to_txn(ctx: Context, req: Request) -> dict[str, Any]:
 
 def _txn_offset_commit_sync(ctx: Context, req: Request) -> int:
     b = req.body
-    if not _owned(ctx, str(b.transactional_id)):
-        return kerr.NOT_COORDINATOR
     group_id = str(b.group_id)
     member_id = str(getattr(b, "member_id", "") or "")
     generation = int(getattr(b, "generation_id", -1))
-    if member_id:  # v3+ with group metadata: fenced by the group's generation like OffsetCommit
+    if member_id and req.client_id != FORWARDED_BY:
+        # v3+ with group metadata: fenced by the group's generation like OffsetCommit, at the group's
+        # coordinator (this broker: the client sent it here), before it goes on to the transaction's
         try:
             ctx.state["classic_groups"].check_commit(group_id, member_id, generation)
         except GroupError as exc:
             return exc.code
+    if not _owned(ctx, str(b.transactional_id)):
+        return kerr.NOT_COORDINATOR
     offsets = {
         (str(t.name), int(p.partition_index)): (int(p.committed_offset), p.committed_metadata)
         for t in b.topics
@@ -181,22 +193,64 @@ def _txn_offset_commit_sync(ctx: Context, req: Request) -> int:
 
 
 async def txn_offset_commit(ctx: Context, req: Request) -> dict[str, Any]:
-    """TxnOffsetCommit: offsets that the group gets when (and only if) the transaction commits."""
+    """TxnOffsetCommit: offsets that the group gets when (and only if) the transaction commits. A client
+    sends it to the group's coordinator; the transaction's holds the offsets, so a group coordinator that
+    is not the transaction's forwards it there (after checking the group's generation)."""
     b = req.body
+    tid = str(b.transactional_id)
+    codes: dict[tuple[str, int], int] = {}
     try:
         code = await ctx.run(_txn_offset_commit_sync, ctx, req)
+        node = await ctx.run(coordinator_node, ctx, tid)
+        if code == kerr.NOT_COORDINATOR and req.client_id != FORWARDED_BY:
+            codes = await forward_txn_offset_commit(node["host"], int(node["port"]), _forwarded_offsets(b))
     except TopiclakeError as exc:
         code = _code(exc, req)
+    except ForwardFailed as exc:
+        logger.info("kafka: TxnOffsetCommit of %s not forwarded: %s", tid, exc)
+        code = kerr.COORDINATOR_NOT_AVAILABLE
     return {
         "topics": [
             {
                 "name": t.name,
                 "partitions": [
-                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": codes.get((str(t.name), int(p.partition_index)), code),
+                    }
+                    for p in t.partitions
                 ],
             }
             for t in b.topics
         ]
+    }
+
+
+def _forwarded_offsets(b: Any) -> dict[str, Any]:
+    """A TxnOffsetCommit v3 body of the request (its group's generation already checked here)."""
+    return {
+        "transactional_id": b.transactional_id,
+        "group_id": b.group_id,
+        "producer_id": b.producer_id,
+        "producer_epoch": b.producer_epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "committed_offset": p.committed_offset,
+                        "committed_leader_epoch": getattr(p, "committed_leader_epoch", -1),
+                        "committed_metadata": p.committed_metadata,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in b.topics
+        ],
     }
 
 
@@ -313,20 +367,23 @@ async def list_transactions(ctx: Context, req: Request) -> dict[str, Any]:
     states = {str(s) for s in getattr(b, "state_filters", ())}
     pids = {int(p) for p in getattr(b, "producer_id_filters", ())}
     older = int(getattr(b, "duration_filter", -1))
-    known = {s.value for s in TxnState}
+    valid = {s.value for s in TxnState}
     now = int(time.time() * 1000)
+    known = await ctx.run(coordinator(ctx).describe)
+    mine = await ctx.run(lambda: {t.transactional_id for t in known if _owned(ctx, t.transactional_id)})
     listed = [
         {
             "transactional_id": t.transactional_id,
             "producer_id": t.producer_id,
             "transaction_state": t.state.value,
         }
-        for t in await ctx.run(coordinator(ctx).describe)
-        if (not states or t.state.value in states)
+        for t in known
+        if t.transactional_id in mine
+        and (not states or t.state.value in states)
         and (not pids or t.producer_id in pids)
         and (older < 0 or (t.started_ms >= 0 and now - t.started_ms >= older))
     ]
-    return {"error_code": 0, "unknown_state_filters": sorted(states - known), "transaction_states": listed}
+    return {"error_code": 0, "unknown_state_filters": sorted(states - valid), "transaction_states": listed}
 
 
 async def describe_transactions(ctx: Context, req: Request) -> dict[str, Any]:

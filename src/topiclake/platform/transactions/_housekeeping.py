@@ -30,6 +30,7 @@ class Housekeeping:
     _table: TransactionTable
     _clock: Callable[[], float]
     _max_held_bytes: int
+    _max_timeout_ms: int
 
     def recover(self) -> None:
         raise NotImplementedError
@@ -49,8 +50,8 @@ class Housekeeping:
         with self._lock:
             txns = list(self._txns.values())
         for txn in txns:
-            if not txn.lock.acquire(blocking=False):
-                continue
+            if txn.stale or not txn.lock.acquire(blocking=False):
+                continue  # stale: perhaps another broker's now (its next request reads it again)
             try:
                 if txn.state is TxnState.PREPARE_COMMIT:
                     self._finish_commit(txn)
@@ -77,20 +78,30 @@ class Housekeeping:
             )
 
     def compact(self, keep_ms: int = COMPACT_KEEP_MS) -> int:
-        """Clear the records of committed transactions older than ``keep_ms`` from ``_system/transactions``
+        """Clear the records of ended transactions older than ``keep_ms`` from ``_system/transactions``
         (the records are the table's bulk; every row stays, as recovery needs it). Returns rows cleared.
 
         Raises:
             StorageError: The table could not be read or rewritten (try again later).
         """
         rows = self._table.rows()
-        done = {(r.transactional_id, r.txn_seq) for r in rows if r.kind == "complete_commit"}
-        open_since = [
-            r.at_ms
-            for r in rows
-            if r.kind == "prepare_commit" and (r.transactional_id, r.txn_seq) not in done
+        now = now_ms()
+        ended = {(r.transactional_id, r.txn_seq) for r in rows if r.kind.startswith("complete_")}
+        decided = {(r.transactional_id, r.txn_seq) for r in rows if r.kind == "prepare_commit"}
+        first: dict[tuple[str, int | None], int] = {}
+        for r in rows:
+            if r.kind == "epoch":
+                continue
+            key = (r.transactional_id, r.txn_seq)
+            first[key] = min(first.get(key, r.at_ms), r.at_ms)
+        # a commit decided and not complete needs its records; so may a transaction still open (one open
+        # longer than the maximum timeout can only be aborted)
+        needed = [
+            at
+            for key, at in first.items()
+            if key not in ended and (key in decided or at > now - self._max_timeout_ms)
         ]
-        before = min([now_ms() - keep_ms, *open_since])
+        before = min([now - keep_ms, *needed])
         cleared = self._table.drop_records(before)
         if cleared:
             logger.info("transactions: compacted %d decided rows of %s", cleared, self._table.uri)
@@ -102,7 +113,7 @@ class Housekeeping:
         records are held together) and fence its producer. False when this coordinator holds none."""
         wanted = set(partitions)
         with self._lock:
-            txns = [t for t in self._txns.values() if t.producer_id == producer_id]
+            txns = [t for t in self._txns.values() if t.producer_id == producer_id and not t.stale]
         for txn in txns:
             with txn.lock:
                 if txn.state is TxnState.ONGOING and txn.epoch == epoch and txn.partitions & wanted:
@@ -113,12 +124,13 @@ class Housekeeping:
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
         """Partitions of ``group_id`` with offsets in an open or deciding transaction (require_stable)."""
         with self._lock:
-            txns = list(self._txns.values())
+            txns = [t for t in self._txns.values() if not t.stale]
         now = self._clock()
         return {tp for txn in txns for tp in txn.pending_offsets(group_id, now)}
 
     def describe(self) -> list[TxnSummary]:
-        """Every transactional id this coordinator knows, by id."""
+        """Every transactional id this coordinator knows, by id (in a cluster, also ids read before the
+        brokers changed, which another broker may coordinate now: the Kafka layer lists only its own)."""
         with self._lock:
             txns = sorted(self._txns.values(), key=lambda t: t.transactional_id)
         return [t.summary() for t in txns]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -13,6 +13,7 @@ import pyarrow as pa
 from topiclake.platform.transactions._table import (
     Offsets,
     Row,
+    ipc_to_table,
     offsets_from_json,
     offsets_to_json,
     table_to_ipc,
@@ -65,6 +66,16 @@ class Txn:
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[Row] = field(default_factory=list)  # a decided commit not rolled forward yet
     held_bytes: int = 0  # of the staged records (Arrow buffers), for the coordinator's memory bound
+    # read from the table before this broker coordinated the id (at start, or before the brokers changed):
+    # another broker may have coordinated it since, so the next request reads the id's rows again
+    stale: bool = False
+    inflight: int = 0  # Produce batches being written to the table (a commit waits for them)
+    replaced: bool = False  # by a newer state read from the table: requests use that one
+
+    def row(self, kind: str, now: int, **fields: Any) -> Row:
+        """A row of ``kind`` for this id's current producer and transaction."""
+        head = (self.transactional_id, self.producer_id, self.epoch, now, self.timeout_ms, self.txn_seq)
+        return Row(kind, *head, **fields)
 
     def hold(self, key: TopicPartition, base_sequence: int, records: pa.Table) -> None:
         """Stage a batch (a retry replaces itself). Caller holds ``lock``."""
@@ -129,11 +140,11 @@ class TxnSummary:
 
 def decision_rows(txn: Txn, next_seq: dict[tuple[int, int, str, int], int], now: int) -> list[Row]:
     """The ``prepare_commit`` rows of a transaction: each partition's records (under the next sequence of
-    ``next_seq``) and each group's offsets; one row without either for a transaction of nothing."""
+    ``next_seq``; the table gets the rows without them, as its ``staged`` rows hold them) and each group's
+    offsets; one row without either for a transaction of nothing."""
 
     def row(**fields: Any) -> Row:
-        head = (txn.transactional_id, txn.producer_id, txn.epoch, now, txn.timeout_ms, txn.txn_seq)
-        return Row("prepare_commit", *head, **fields)
+        return txn.row("prepare_commit", now, **fields)
 
     rows = []
     for (topic, partition), batches in sorted(txn.staged.items()):
@@ -153,3 +164,28 @@ def decision_rows(txn: Txn, next_seq: dict[tuple[int, int, str, int], int], now:
     if not rows:  # a commit of nothing still ends the transaction in the table
         rows.append(row())
     return rows
+
+
+def staged_records(rows: list[Row]) -> dict[TopicPartition, dict[int, pa.Table]]:
+    """The batches of ``staged`` rows by partition and producer sequence (a batch written twice, by a
+    retry, is kept once)."""
+    out: dict[TopicPartition, dict[int, pa.Table]] = {}
+    for r in sorted(rows, key=lambda r: r.at_ms):
+        if r.topic is not None and r.partition is not None and r.records is not None:
+            out.setdefault((r.topic, r.partition), {})[r.base_sequence or 0] = ipc_to_table(r.records)
+    return out
+
+
+def with_records(decision: list[Row], staged: list[Row]) -> list[Row]:
+    """The decision's partition rows with their records filled in from the transaction's ``staged`` rows
+    (rows that carry records already, written before staged rows existed, are kept as they are)."""
+    batches = staged_records(staged)
+    out = []
+    for r in decision:
+        key = (r.topic, r.partition)
+        if r.records is None and r.topic is not None and r.partition is not None and key in batches:
+            parts = batches[(r.topic, r.partition)]
+            data = pa.concat_tables([parts[s] for s in sorted(parts)], promote_options="default")
+            r = replace(r, records=table_to_ipc(data))
+        out.append(r)
+    return out

@@ -3,10 +3,16 @@
 Rows by ``kind``:
 
 - ``epoch``: InitProducerId gave ``transactional_id`` the producer id and epoch (fencing survives restarts).
-- ``prepare_commit``: the decision to commit a transaction, one row per partition (its records as an Arrow
-  IPC stream in ``records``, the producer sequence they are appended under in ``base_sequence``) and one row
-  per consumer group (its offsets as JSON in ``offsets``), all in ONE Delta commit: the decision and the data
-  it needs to roll forward land together or not at all.
+- ``add_partitions`` (``topic``, ``partition``), ``add_offsets`` (``group_id``), ``txn_offsets``
+  (``group_id``, the group's staged ``offsets`` so far as JSON) and ``staged`` (one Produce batch: ``topic``,
+  ``partition``, the producer's ``base_sequence``, its ``records`` as an Arrow IPC stream): an open
+  transaction (``txn_seq``), written before the request is answered, so a coordinator that takes the
+  transactional id over carries the transaction on (docs/decisions.md, "Open transactions outlive their
+  coordinator").
+- ``prepare_commit``: the decision to commit a transaction, one row per partition (the producer sequence
+  its records are appended under in ``base_sequence``, their count; the records are the transaction's
+  ``staged`` rows, or, in tables written before those existed, this row's ``records``) and one row per
+  consumer group (its offsets as JSON in ``offsets``), all in ONE Delta commit.
 - ``complete_commit`` / ``complete_abort``: the transaction ended (after the roll-forward, for a commit).
 
 SQL can read it like any other ``_system`` table.
@@ -15,6 +21,7 @@ SQL can read it like any other ``_system`` table.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +32,12 @@ from deltalake import DeltaTable, write_deltalake
 
 from topiclake.errors import StorageError
 from topiclake.platform.catalog.system_table import FOREIGN_ERRORS
+from topiclake.platform.log.blind_append import append_file
+from topiclake.platform.log.fast_append import LocalAppender
 from topiclake.platform.storage import Storage
+from topiclake.platform.transactions._group_commit import GroupCommit
+
+logger = logging.getLogger(__name__)
 
 NAME = "transactions"
 
@@ -104,18 +116,50 @@ class TransactionTable:
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
         self.uri = storage.system_uri(NAME)
+        self._writer: DeltaTable | None = None  # kept open: a commit need not load the log again
+        # on a local warehouse, once the table exists, commits bypass delta-rs (..log.blind_append)
+        self._fast: LocalAppender | None = None
+        self._group = GroupCommit[Row](self._write)
 
     def append(self, rows: Sequence[Row]) -> None:
-        """Append rows in one Delta commit (the table is made by the first append).
+        """Append rows in one Delta commit, shared with other threads' rows appended at the same time (the
+        table is made by the first append).
 
         Raises:
             StorageError: The commit failed; nothing of it is in the table.
         """
+        self._group.submit(rows)
+
+    def _write(self, rows: list[Row]) -> None:
         data = pa.Table.from_pylist([r.as_dict() for r in rows], schema=SCHEMA)
         try:
-            write_deltalake(self.uri, data, mode="append", storage_options=self._storage.options())
-        except FOREIGN_ERRORS as exc:
+            if self._fast is None and self._storage.is_local and self._storage.is_table(self.uri):
+                self._fast = LocalAppender(self.uri, self._version())
+            if self._fast is not None:
+                append_file(self._fast, data, self._version, self._checkpoint)
+                return
+            if self._writer is None and self._storage.is_table(self.uri):
+                self._writer = DeltaTable(self.uri, storage_options=self._storage.options())
+            if self._writer is None:
+                write_deltalake(self.uri, data, mode="append", storage_options=self._storage.options())
+            else:
+                write_deltalake(self._writer, data, mode="append")
+        except (*FOREIGN_ERRORS, RuntimeError) as exc:
+            self._writer = self._fast = None  # read the table afresh next time
             raise StorageError(f"cannot append to {self.uri}: {exc}") from exc
+
+    def _version(self) -> int:
+        return DeltaTable(self.uri, storage_options=self._storage.options()).version()
+
+    def _checkpoint(self) -> None:
+        """A delta-rs checkpoint and the cleanup of log entries past the table's log retention (30 days),
+        as delta-rs's post-commit hook does (after the commit: a failure is logged, the rows are in)."""
+        try:
+            dt = DeltaTable(self.uri, storage_options=self._storage.options())
+            dt.create_checkpoint()
+            dt.cleanup_metadata()
+        except FOREIGN_ERRORS as exc:
+            logger.warning("cannot checkpoint %s: %s", self.uri, exc)
 
     def rows(self, *, records: bool = False) -> list[Row]:
         """Every row, in no particular order (empty while there is no table); without the ``records``
@@ -132,24 +176,27 @@ class TransactionTable:
         names = [n for n in SCHEMA.names if n != "records"]
         return self._read(names, pc.field("transactional_id") == transactional_id)
 
-    def records_of(self, transactional_id: str, txn_seq: int) -> list[Row]:
-        """The ``prepare_commit`` rows, with their records, of one transaction."""
+    def records_of(self, transactional_id: str, txn_seq: int, kind: str = "prepare_commit") -> list[Row]:
+        """The rows of ``kind`` (``prepare_commit`` or ``staged``), with their records, of one transaction."""
         wanted = (
-            (pc.field("kind") == "prepare_commit")
+            (pc.field("kind") == kind)
             & (pc.field("transactional_id") == transactional_id)
             & (pc.field("txn_seq") == txn_seq)
         )
         return self._read(SCHEMA.names, wanted)
 
     def drop_records(self, before_ms: int) -> int:
-        """Compaction: clear the ``records`` of ``prepare_commit`` rows older than ``before_ms`` (the
-        caller picks it below every commit not yet complete: only an unfinished roll-forward reads them).
+        """Compaction: clear the ``records`` of ``prepare_commit`` and ``staged`` rows older than
+        ``before_ms`` (the caller picks it below every open transaction and every commit not yet complete:
+        only they read them).
         Returns the rows cleared. The rows stay: recovery needs their sequences and counts.
 
         Raises:
             StorageError: The rewrite failed (a conflict with another writer too; try again later).
         """
-        predicate = f"kind = 'prepare_commit' AND records IS NOT NULL AND at_ms < {int(before_ms)}"
+        predicate = (
+            f"kind IN ('prepare_commit', 'staged') AND records IS NOT NULL AND at_ms < {int(before_ms)}"
+        )
         try:
             if not self._storage.is_table(self.uri):
                 return 0

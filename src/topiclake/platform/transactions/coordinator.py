@@ -22,7 +22,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 
 import pyarrow as pa
 
@@ -37,7 +39,6 @@ from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
 from topiclake.platform.transactions._ending import abort, expire, now_ms
 from topiclake.platform.transactions._housekeeping import Housekeeping
-from topiclake.platform.transactions._recovery import load_one, replay
 from topiclake.platform.transactions._rollforward import RollForward
 from topiclake.platform.transactions._state import (
     Txn,
@@ -50,7 +51,10 @@ from topiclake.platform.transactions._table import (
     Offsets,
     Row,
     TransactionTable,
+    offsets_to_json,
+    table_to_ipc,
 )
+from topiclake.platform.transactions._takeover import Takeover
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +66,7 @@ MAX_HELD_BYTES = 256 * 1024 * 1024
 TopicPartition = tuple[str, int]
 
 
-class TransactionCoordinator(Housekeeping):
+class TransactionCoordinator(Takeover, Housekeeping):
     """Transactions of this broker's transactional ids.
 
     Args:
@@ -93,41 +97,11 @@ class TransactionCoordinator(Housekeeping):
 
     # ------------------------------------------------------------------ recovery
 
-    def recover(self) -> None:
-        """Load the table once: epochs, sequence numbers, and roll forward decided, incomplete commits."""
-        with self._lock:
-            if self._recovered:
-                return
-            replay(self._table.rows(), self._txns, self._next_seq)
-            self._recovered = True
-        for txn in list(self._txns.values()):
-            if txn.state is TxnState.PREPARE_COMMIT:
-                with txn.lock:
-                    txn.pending = self._table.records_of(txn.transactional_id, txn.txn_seq)
-                    logger.info("transactions: rolling forward %s #%d", txn.transactional_id, txn.txn_seq)
-                    self._finish_commit(txn)
-
-    def _reload(self, transactional_id: str) -> None:
-        """Read one id's rows again: in a cluster another broker may have coordinated it since (a newer
-        epoch in the table fences what this broker remembers), or decided a commit it did not finish."""
-        loaded = load_one(self._table, transactional_id, self._next_seq)
-        if loaded is None:
-            return
-        with self._lock:
-            current = self._txns.get(transactional_id)
-            if current is not None and (
-                (current.producer_id, current.epoch) == (loaded.producer_id, loaded.epoch)
-                or current.lock.locked()
-            ):
-                return  # what this broker knows is the newest, or it is coordinating the id right now
-            self._txns[transactional_id] = loaded
-        logger.info("transactions: %s taken over at epoch %d", transactional_id, loaded.epoch)
-
     def _get(self, transactional_id: str) -> Txn:
         self.recover()
         with self._lock:
             txn = self._txns.get(transactional_id)
-        if txn is None:
+        if txn is None or txn.stale:
             self._reload(transactional_id)
             with self._lock:
                 txn = self._txns.get(transactional_id)
@@ -177,11 +151,9 @@ class TransactionCoordinator(Housekeeping):
         self.recover()
         self._reload(transactional_id)
         with self._lock:
-            txn = self._txns.get(transactional_id)
-            if txn is None:
-                txn = Txn(transactional_id, new_producer_id(), -1, timeout_ms)
-                self._txns[transactional_id] = txn
-        with txn.lock:
+            if transactional_id not in self._txns:
+                self._txns[transactional_id] = Txn(transactional_id, new_producer_id(), -1, timeout_ms)
+        with self._locked(transactional_id) as txn:
             if txn.state is TxnState.PREPARE_COMMIT:
                 self._finish_commit(txn)
             if producer_id >= 0 and (producer_id != txn.producer_id or epoch < txn.epoch - 1):
@@ -222,21 +194,25 @@ class TransactionCoordinator(Housekeeping):
             InvalidProducerIdMapping, ProducerFenced, ConcurrentTransactions, TopicNotFound,
                 PartitionNotFound.
         """
-        txn = self._get(transactional_id)
         wanted = list(partitions)
         for topic, partition in wanted:
             self._broker.log(topic).high_watermark(partition)  # unknown topic or partition: an error
-        with txn.lock:
+        with self._locked(transactional_id) as txn:
             self._check(txn, producer_id, epoch)
             self._begin(txn)
-            txn.partitions.update(wanted)
+            new = sorted(set(wanted) - txn.partitions)
+            if new:  # durable before the answer: a successor coordinator knows the partitions
+                now = now_ms()
+                self._table.append([txn.row("add_partitions", now, topic=t, partition=p) for t, p in new])
+            txn.partitions.update(new)
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> None:
         """AddOffsetsToTxn: this transaction will commit offsets of ``group_id``."""
-        txn = self._get(transactional_id)
-        with txn.lock:
+        with self._locked(transactional_id) as txn:
             self._check(txn, producer_id, epoch)
             self._begin(txn)
+            if group_id not in txn.groups:
+                self._table.append([txn.row("add_offsets", now_ms(), group_id=group_id)])
             txn.groups.add(group_id)
 
     def stage_offsets(
@@ -247,15 +223,17 @@ class TransactionCoordinator(Housekeeping):
         Raises:
             InvalidTxnState: No transaction open, or the group was not added with AddOffsetsToTxn.
         """
-        txn = self._get(transactional_id)
-        with txn.lock:
+        with self._locked(transactional_id) as txn:
             self._check(txn, producer_id, epoch)
             if txn.state is not TxnState.ONGOING or group_id not in txn.groups:
                 raise InvalidTxnState(
                     f"group {group_id!r} is not part of an open transaction of {transactional_id!r}",
                     group=group_id,
                 )
-            txn.offsets.setdefault(group_id, {}).update(offsets)
+            merged = {**txn.offsets.get(group_id, {}), **offsets}
+            row = txn.row("txn_offsets", now_ms(), group_id=group_id, offsets=offsets_to_json(merged))
+            self._table.append([row])
+            txn.offsets[group_id] = merged
 
     def stage(
         self,
@@ -274,20 +252,50 @@ class TransactionCoordinator(Housekeeping):
             InvalidTxnState: No transaction open, or the partition was not added to it.
             RecordTooLarge: Open transactions would hold more than ``max_held_bytes`` with this batch.
         """
-        txn = self._get(transactional_id)
         key = (topic, partition)
         records = self._broker.screen(topic, records)  # a record that cannot be appended fails now
         self._check_room(records.nbytes)
+        with self._locked(transactional_id) as txn:
+            self._check_staging(txn, producer_id, epoch, key)
+            if base_sequence in txn.staged.get(key, {}):
+                return  # a retry of a batch already written and held
+            seq = txn.txn_seq
+            row = txn.row(
+                "staged",
+                now_ms(),
+                topic=topic,
+                partition=partition,
+                base_sequence=base_sequence,
+                record_count=records.num_rows,
+                records=table_to_ipc(records),
+            )
+            txn.inflight += 1
+        try:
+            # durable before the answer, outside the lock: the producer's pipelined batches (and other
+            # producers') share the table's group commit
+            self._table.append([row])
+        finally:
+            with txn.lock:
+                txn.inflight -= 1
         with txn.lock:
-            self._check(txn, producer_id, epoch)
-            if txn.state is not TxnState.ONGOING or key not in txn.partitions:
+            self._check_staging(txn, producer_id, epoch, key)
+            if txn.txn_seq != seq:
                 raise InvalidTxnState(
-                    f"{topic}/{partition} is not part of an open transaction of {transactional_id!r}",
+                    f"the transaction of {transactional_id!r} ended while its batch was written",
                     topic=topic,
                     partition=partition,
                 )
             # in sequence order at commit, whatever order pipelined requests arrive in; a retry is kept once
             txn.hold(key, base_sequence, records)
+
+    def _check_staging(self, txn: Txn, producer_id: int, epoch: int, key: TopicPartition) -> None:
+        self._check(txn, producer_id, epoch)
+        if txn.state is not TxnState.ONGOING or key not in txn.partitions:
+            raise InvalidTxnState(
+                f"{key[0]}/{key[1]} is not part of an open transaction of {txn.transactional_id!r}",
+                topic=key[0],
+                partition=key[1],
+            )
 
     # ------------------------------------------------------------------ the end
 
@@ -300,8 +308,7 @@ class TransactionCoordinator(Housekeeping):
             InvalidProducerIdMapping, ProducerFenced, InvalidTxnState, StorageError, and what the
                 roll-forward's appends raise (the decision stands; the next call or sweep retries).
         """
-        txn = self._get(transactional_id)
-        with txn.lock:
+        with self._locked(transactional_id, wait=commit) as txn:
             self._check(txn, producer_id, epoch)
             if txn.state is TxnState.PREPARE_COMMIT and commit:
                 self._finish_commit(txn)
@@ -319,7 +326,8 @@ class TransactionCoordinator(Housekeeping):
                 abort(self._table, txn, "the producer aborted")
                 return
             decision = decision_rows(txn, self._next_seq, now_ms())
-            self._table.append(decision)  # from here on the transaction is committed
+            # from here on the transaction is committed (its records are in its staged rows)
+            self._table.append([replace(r, records=None) for r in decision])
             for row in decision:
                 if row.topic is not None and row.partition is not None:
                     key = (row.producer_id, row.producer_epoch, row.topic, row.partition)
@@ -328,6 +336,27 @@ class TransactionCoordinator(Housekeeping):
             txn.state = TxnState.PREPARE_COMMIT
             txn.clear()
             self._finish_commit(txn)
+
+    @contextmanager
+    def _locked(self, transactional_id: str, *, wait: bool = False) -> Iterator[Txn]:
+        """The id's state, its lock held (and, with ``wait``, once no Produce batch of it is being
+        written: a commit must hold all of them; 10 s at most, then CONCURRENT_TRANSACTIONS, which a client
+        retries). Never a state another thread has just replaced with the table's."""
+        deadline = time.monotonic() + 10
+        while True:
+            txn = self._get(transactional_id)
+            txn.lock.acquire()
+            if not txn.replaced and (not wait or not txn.inflight):
+                break
+            txn.lock.release()
+            if time.monotonic() > deadline:
+                raise ConcurrentTransactions(f"batches of {txn.transactional_id!r} are still being written")
+            if not txn.replaced:
+                time.sleep(0.002)
+        try:
+            yield txn
+        finally:
+            txn.lock.release()
 
     def _finish_commit(self, txn: Txn) -> None:
         """Roll a decided commit forward (idempotent) and record it complete. Caller holds ``txn.lock``."""
