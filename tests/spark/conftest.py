@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _HERE = Path(__file__).parent
+#: the variables through which tests/conftest.py gives short-lived Spark JVMs their options
+_SHORT_JVM_OPTS = ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS")
 _buckets = itertools.count()
 
 
@@ -28,8 +31,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """The one session of the test run: ``local[2]``, Delta from the jar cache, no progress bars."""
-    session = get_spark(
+    """The one session of the test run: ``local[2]``, Delta from the jar cache, no progress bars.
+
+    Its JVM keeps Java's default compilers and collector: tests/conftest.py gives every Spark JVM the
+    C1 compiler alone and the serial collector, which suits JVMs that live a minute, but this one runs a
+    whole unit's jobs for ten minutes and more (with them, a compact-keys job beside a live producer
+    took 179 s under load where it took 40, and once did not finish in 600 s).
+    """
+    saved = {name: os.environ.pop(name) for name in _SHORT_JVM_OPTS if name in os.environ}
+    try:
+        session = _session(tmp_path_factory)
+    finally:
+        os.environ.update(saved)
+    yield session
+    session.stop()
+
+
+def _session(tmp_path_factory: pytest.TempPathFactory) -> SparkSession:
+    return get_spark(
         "local[2]",
         "topiclake-tests",
         conf={
@@ -40,8 +59,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             "spark.databricks.delta.retentionDurationCheck.enabled": "false",
         },
     )
-    yield session
-    session.stop()
 
 
 @pytest.fixture
