@@ -10,6 +10,7 @@ import datetime as dt
 import os
 import platform
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -58,6 +59,19 @@ def run_threads(count: int, client: Callable[[int], None], barrier: threading.Ba
     for t in threads:
         t.join()
     return time.perf_counter() - start
+
+
+def wait_port(port: int, timeout_s: float) -> None:
+    """Until something listens on 127.0.0.1:``port`` (raises the last OSError after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> bool:

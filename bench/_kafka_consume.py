@@ -10,7 +10,6 @@ Apache Kafka comes from ``kafka-anchor.sh ONLY=serve`` (single-node KRaft on 127
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from _common import free_port
+from _common import free_port, wait_port
 
 Measure = Callable[[str, Callable[[], dict[str, float]]], None]
 
@@ -60,18 +59,6 @@ def read_rows(
             )
 
 
-def _wait_port(port: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
 @contextmanager
 def apache_kafka(anchor: str) -> Iterator[tuple[str, int]]:
     """Apache Kafka from ``kafka-anchor.sh ONLY=serve`` on free ports: (bootstrap, broker pid).
@@ -94,7 +81,7 @@ def apache_kafka(anchor: str) -> Iterator[tuple[str, int]]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"Kafka did not start: see {log.name}")
                 time.sleep(1)
-            _wait_port(port, 60)
+            wait_port(port, 60)
             yield f"127.0.0.1:{port}", _listener_pid(port)
         finally:
             (scratch / "out" / "stop-serve").touch()

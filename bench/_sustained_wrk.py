@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _sustained_load import PARTITIONS, POS_SHIFT, PRODUCERS, TOPIC, VALUE_CHARS, ProducerState, key_of
+from _wrk import DONE_LUA, MARK
 
-MARK = "WRKJSON "
 SEQ_PER_RUN = 10_000_000  # run w numbers its records from w * SEQ_PER_RUN + 1: ids never repeat
 
-LUA = """
+LUA = (
+    """
 local counter = 0
 function setup(thread)
   thread:set("id", counter)
@@ -66,15 +67,9 @@ function response(status, hdrs, body)
   pending = nil
 end
 
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    '%(mark)s{"requests": %%d, "duration_us": %%d, "connect": %%d, "read": %%d, "write": %%d, ' ..
-    '"status": %%d, "timeout": %%d, "p50_us": %%d, "p99_us": %%d, "max_us": %%d}\\n',
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-    latency:percentile(50), latency:percentile(99), latency.max))
-end
 """
+    + DONE_LUA
+)
 
 
 @dataclass(frozen=True)

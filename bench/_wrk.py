@@ -15,8 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MARK = "WRKJSON "
+#: wrk's end of run: one line, MARK then JSON, with the counts and latencies (a %-template: %(mark)s)
+DONE_LUA = """
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '%(mark)s{"requests": %%d, "duration_us": %%d, "connect": %%d, "read": %%d, "write": %%d, ' ..
+    '"status": %%d, "timeout": %%d, "p50_us": %%d, "p99_us": %%d, "max_us": %%d}\\n',
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
+    latency:percentile(50), latency:percentile(99), latency.max))
+end
+"""
 
-LUA = """
+LUA = (
+    """
 wrk.method = "%(method)s"
 %(headers)s
 local bodies = {}
@@ -35,15 +47,9 @@ request = function()
   end
   return wrk.format(nil, paths[(n %% #paths) + 1], nil, bodies[(n %% #bodies) + 1])
 end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    '%(mark)s{"requests": %%d, "duration_us": %%d, "connect": %%d, "read": %%d, "write": %%d, ' ..
-    '"status": %%d, "timeout": %%d, "p50_us": %%d, "p99_us": %%d, "max_us": %%d}\\n',
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-    latency:percentile(50), latency:percentile(99), latency.max))
-end
 """
+    + DONE_LUA
+)
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,13 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import GatewayProcess, free_port, machine
+from _common import GatewayProcess, free_port, machine, wait_port
 from kafka_bench import RESULTS, producer_performance
 
 #: (label, ProducerPerformance options beyond the producer properties, producer properties)
@@ -41,18 +40,6 @@ SCENARIOS: list[tuple[str, tuple[str, ...], list[str]]] = [
         [],
     ),
 ]
-
-
-def wait_port(port: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
 
 
 def create_topics(bootstrap: str, names: list[str]) -> None:
