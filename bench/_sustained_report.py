@@ -58,6 +58,10 @@ class Window:
     store_requests_per_s: dict[str, float] | None = None  # S3 only: the gateway's, by operation
     compaction_runs_logged: int | None = None  # "compacted N files" lines of the gateway (log level info)
     files_compacted_logged: int | None = None
+    # wrk producers: the errors wrk counted (connect, read, write, timeout, non-2xx); a failed connection
+    # loses the one request in flight on it, which has no answer then (uncertain), as the one in flight on
+    # each connection when the window's run ends
+    client_errors: int | None = None
 
 
 @dataclass

@@ -236,6 +236,7 @@ def _run(
                     reader_lag=sum(highs[p] - tail.positions_by_partition[p] for p in range(PARTITIONS)),
                     group_lag=sum(highs[p] - group.positions.get(p, 0) for p in range(PARTITIONS)),
                     store_requests_per_s=per_second(requests_before, requests_after, span) if s3 else None,
+                    client_errors=wrk_run.errors if wrk_run else None,
                 )
             )
             before, requests_before = after, requests_after

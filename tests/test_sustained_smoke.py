@@ -82,8 +82,10 @@ def test_sustained_smoke(tmp_path: Path, store: str, producers: str) -> None:
     check = report["check"]
     assert check["acked"] > 0
     assert report["config"]["producer_client"] == producers
-    if producers == "wrk":  # one run per window: only the requests in flight at a run's end go unanswered
-        assert check["uncertain"] <= report["config"]["producers"] * len(windows), check
+    if producers == "wrk":  # one run per window: only the requests in flight at a run's end go unanswered,
+        # and the one in flight on a connection wrk saw fail (it reconnects and sends a new one)
+        lost = sum(w["client_errors"] for w in windows)
+        assert check["uncertain"] <= report["config"]["producers"] * len(windows) + lost, (check, lost)
         assert sum(w["produce_errors"] for w in windows) == 0, windows
     for reader in ("reader", "catchup_reader", "table"):
         assert check[reader]["acked_missing"] == 0, check[reader]
