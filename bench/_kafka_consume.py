@@ -60,13 +60,13 @@ def read_rows(
 
 
 @contextmanager
-def apache_kafka(anchor: str) -> Iterator[tuple[str, int]]:
+def apache_kafka(anchor: str, scratch: Path | None = None) -> Iterator[tuple[str, int]]:
     """Apache Kafka from ``kafka-anchor.sh ONLY=serve`` on free ports: (bootstrap, broker pid).
 
-    ``KA_DIR`` (default the anchor's own, /tmp/kafka-anchor) keeps its jars between runs; the anchor
-    formats a fresh log directory there each time.
+    ``scratch`` (default ``KA_DIR``, else the anchor's own /tmp/kafka-anchor) keeps its jars between runs;
+    the anchor formats a fresh log directory there each time.
     """
-    scratch = Path(os.environ.get("KA_DIR", "/tmp/kafka-anchor"))
+    scratch = scratch or Path(os.environ.get("KA_DIR", "/tmp/kafka-anchor"))
     port, cport = free_port(), free_port()
     env = {**os.environ, "ONLY": "serve", "KA_DIR": str(scratch), "PORT": str(port), "CPORT": str(cport)}
     env.update(GATE_S="0", KAFKA_VERSION=os.environ.get("KAFKA_VERSION", "4.4.0"))

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _common import GatewayProcess, free_port, machine, wait_port
+from _common import GatewayProcess, free_port, machine
+from _kafka_consume import apache_kafka
 from kafka_bench import RESULTS, producer_performance
 
 #: (label, ProducerPerformance options beyond the producer properties, producer properties)
@@ -63,30 +61,8 @@ def run_all(bootstrap: str, records: int, prefix: str) -> list[dict[str, float |
 
 def kafka_rows(anchor: str, records: int, scratch: Path) -> list[dict[str, float | str]]:
     """Start Apache Kafka with the anchor script (ONLY=serve), measure, stop it."""
-    port, cport = free_port(), free_port()
-    env = {**os.environ, "ONLY": "serve", "KA_DIR": str(scratch), "PORT": str(port), "CPORT": str(cport)}
-    env["GATE_S"] = "0"
-    scratch.mkdir(parents=True, exist_ok=True)
-    log = (scratch / "anchor.log").open("ab")
-    proc = subprocess.Popen(["bash", anchor], env=env, stdout=log, stderr=subprocess.STDOUT)
-    ready = scratch / "out" / "ready"
-    try:
-        deadline = time.monotonic() + 600  # the first run resolves Kafka's jars from Maven Central
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Kafka did not start: see {scratch / 'anchor.log'}")
-            time.sleep(1)
-        wait_port(port, 60)
-        return run_all(f"127.0.0.1:{port}", records, "kafka-txn-")
-    finally:
-        (scratch / "out").mkdir(parents=True, exist_ok=True)
-        (scratch / "out" / "stop-serve").touch()
-        try:
-            proc.wait(120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
-        log.close()
+    with apache_kafka(anchor, scratch) as (bootstrap, _pid):
+        return run_all(bootstrap, records, "kafka-txn-")
 
 
 def topiclake_rows(records: int) -> list[dict[str, float | str]]:
