@@ -134,30 +134,17 @@ TOOLS = "org.apache.kafka.tools."
 N = 10_000
 
 
-def _copier(bs: str, partition: int) -> list[str]:
-    """Kafka's system test's copier of one input partition (as tests/kafka/test_java_transactions.py)."""
+def _kafka_jars() -> Any:
+    """tests/kafka/kafka_jars (Kafka's tools from Maven Central), imported on first use."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka"))
-    from kafka_jars import classpath
+    import kafka_jars
 
-    return [
-        "java", "-Xmx256m", "-cp", classpath(), TOOLS + "TransactionalMessageCopier",
-        "--broker-list", bs,
-        "--transactional-id", f"copier-{partition}",
-        "--input-topic", "sin",
-        "--input-partition", str(partition),
-        "--output-topic", "sout",
-        "--consumer-group", "copiers",
-        "--transaction-size", "200",
-        "--transaction-timeout", "10000",
-        "--enable-random-aborts",
-        "--use-group-metadata",
-    ]  # fmt: skip
+    return kafka_jars
 
 
 def _verified(bs: str, tmp_path: Path) -> list[int]:
     """What a read_committed VerifiableConsumer (Java 4.2.0) reads of ``sout``."""
-    from kafka_jars import classpath
-
+    classpath = _kafka_jars().classpath
     config = tmp_path / "consumer.properties"
     config.write_text("isolation.level=read_committed\n")
     cmd = [
@@ -221,7 +208,8 @@ def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
     alive = [b for b in brokers if b is not victim]
     warehouse = tmp_path / "wh"
     logs = [open(tmp_path / f"copier-{q}.out", "w") for q in (0, 1)]  # noqa: SIM115 (closed below)
-    copiers = [subprocess.Popen(_copier(bs, q), stdout=logs[q], stderr=subprocess.STDOUT) for q in (0, 1)]
+    command = _kafka_jars().copier_command
+    copiers = [subprocess.Popen(command(bs, q), stdout=logs[q], stderr=subprocess.STDOUT) for q in (0, 1)]
     try:
         wait_for(lambda: len(table_rows(warehouse, "sout")) >= 1500, 120, "1,500 records copied")
         _pause_amid_a_transaction(copiers[0], warehouse, "copier-0")

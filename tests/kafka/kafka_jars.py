@@ -117,6 +117,27 @@ def classpath() -> str:
     return os.pathsep.join(sorted(str(p) for p in directory.glob("*.jar")))
 
 
+def copier_command(bootstrap: str, partition: int) -> list[str]:
+    """Kafka's transactions system test's copier of one input partition of ``sin`` to ``sout``: its
+    transactional id is the partition's, so a restart fences the killed instance; random aborts, the
+    group's metadata with the offsets. A 10-s transaction timeout, as Kafka's system test keeps it below
+    the consumer's 60-s API timeout: a restarted copier asks for its stable position before its
+    InitProducerId, so it waits for the killed instance's open transaction to time out."""
+    return [
+        "java", "-Xmx256m", "-cp", classpath(), "org.apache.kafka.tools.TransactionalMessageCopier",
+        "--broker-list", bootstrap,
+        "--transactional-id", f"copier-{partition}",
+        "--input-topic", "sin",
+        "--input-partition", str(partition),
+        "--output-topic", "sout",
+        "--consumer-group", "copiers",
+        "--transaction-size", "200",
+        "--transaction-timeout", "10000",
+        "--enable-random-aborts",
+        "--use-group-metadata",
+    ]  # fmt: skip
+
+
 def streams_classpath() -> str:
     """The tools' classpath plus kafka-streams (and RocksDB's JNI jar), resolved on first use."""
     directory = cache_dir().parent / f"kafka-streams-{VERSION}"

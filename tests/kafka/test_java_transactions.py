@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from gateway_harness import table_rows
 from kafka_harness import KafkaGateway
-from kafka_jars import classpath, streams_classpath
+from kafka_jars import classpath, copier_command, streams_classpath
 
 pytestmark = [
     pytest.mark.slow,
@@ -47,26 +47,6 @@ def _seed(kafka: KafkaGateway, topic: str, n: int) -> None:
     assert p.flush(30) == 0
 
 
-def _copier(kafka: KafkaGateway, partition: int) -> list[str]:
-    """Kafka's system test's copier of one input partition (its transactional id is the partition's, so a
-    restart fences the killed instance). A 10-s transaction timeout, as Kafka's system test keeps it below
-    the consumer's 60-s API timeout: the restarted copier asks for its stable position before its
-    InitProducerId, so it waits for the killed instance's open transaction to time out."""
-    return [
-        "java", "-Xmx256m", "-cp", classpath(), TOOLS + "TransactionalMessageCopier",
-        "--broker-list", kafka.bootstrap,
-        "--transactional-id", f"copier-{partition}",
-        "--input-topic", "sin",
-        "--input-partition", str(partition),
-        "--output-topic", "sout",
-        "--consumer-group", "copiers",
-        "--transaction-size", "200",
-        "--transaction-timeout", "10000",
-        "--enable-random-aborts",
-        "--use-group-metadata",
-    ]  # fmt: skip
-
-
 def _copied(kafka: KafkaGateway, partition: int) -> int:
     parts = table_rows(kafka.gw, "sout")["partition"].to_pylist()
     return sum(1 for p in parts if p == partition)
@@ -83,7 +63,10 @@ def test_copiers_with_random_aborts_one_killed_and_restarted_copy_exactly_once(
     kafka.gw.broker.create_topic("sout", partitions=2)
     _seed(kafka, "sin", n)
     logs = [open(tmp_path / f"copier-{p}.out", "w") for p in (0, 1)]  # noqa: SIM115 (closed below)
-    copiers = [subprocess.Popen(_copier(kafka, p), stdout=logs[p], stderr=subprocess.STDOUT) for p in (0, 1)]
+    bs = kafka.bootstrap
+    copiers = [
+        subprocess.Popen(copier_command(bs, p), stdout=logs[p], stderr=subprocess.STDOUT) for p in (0, 1)
+    ]
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and _copied(kafka, 0) < 1000:
@@ -92,7 +75,7 @@ def test_copiers_with_random_aborts_one_killed_and_restarted_copy_exactly_once(
         copiers[0].wait(30)
         killed_at = _copied(kafka, 0)
         assert 1000 <= killed_at < n // 2, killed_at
-        copiers[0] = subprocess.Popen(_copier(kafka, 0), stdout=logs[0], stderr=subprocess.STDOUT)
+        copiers[0] = subprocess.Popen(copier_command(bs, 0), stdout=logs[0], stderr=subprocess.STDOUT)
         for c in copiers:
             assert c.wait(180) == 0, (tmp_path / "copier-0.out").read_text()[-3000:]
     finally:
