@@ -3,7 +3,8 @@
 The Python producer threads of bench/_sustained_load.py add their own time to the produce p99 they see
 (45-105 ms measured: a Python client tops out near 400 requests/s here, DESIGN §9). Here the same load
 comes from wrk: 32 threads with one connection each (``-t32 -c32``), so each Lua state has exactly one
-request in flight and knows which record an answer is for. A request is the same single-record JSON
+request in flight and knows which record an answer is for. (wrk also calls the first thread's ``request()``
+once before it connects, to check the request parses; that call is not logged.) A request is the same single-record JSON
 request, acks=all, whose value carries ``TT-SSSSSSSSS`` (thread, sequence) as the Python producers' do,
 to partition ``thread % 4``. One wrk run per report window gives that window's latency percentiles (wrk's
 own histogram, in C); each thread logs every record it sent (``S seq``) and what came back (``A seq
@@ -36,6 +37,9 @@ function init(args)
   local dir, run = args[1], tonumber(args[2])
   seq = run * %(seq_per_run)d
   pending = nil
+  -- wrk calls the first thread's request() once before any connection, to check the request parses
+  -- (script_verify_request): that request is never sent, so it is neither logged nor numbered
+  unsent = (id == 0)
   local partition = id %% %(partitions)d
   log = io.open(string.format("%%s/w%%03d-t%%02d.log", dir, run, id), "w")
   log:setvbuf("line")
@@ -46,6 +50,10 @@ function init(args)
 end
 
 function request()
+  if unsent then
+    unsent = false
+    return wrk.format("POST", path, headers, head .. string.rep(".", %(value_chars)d) .. tail)
+  end
   seq = seq + 1
   pending = seq
   log:write("S ", seq, "\\n")
