@@ -11,32 +11,29 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from topiclake.errors import (
     IncompatibleSchema,
-    InvalidMode,
     InvalidSchema,
     OperationNotPermitted,
     SchemaNotFound,
     SchemaVersionNotFound,
     SchemaVersionNotSoftDeleted,
     SchemaVersionSoftDeleted,
-    SubjectConfigNotFound,
     SubjectNotFound,
     SubjectNotSoftDeleted,
     SubjectSoftDeleted,
 )
 from topiclake.platform.storage import Storage
 from topiclake.schema_registry import compatibility, rules
+from topiclake.schema_registry._settings import MODES, SubjectSettings
 from topiclake.schema_registry.formats import SCHEMA_TYPES, ParsedSchema, Reference, parse
 from topiclake.schema_registry.store import RegistryState, SchemaStore, StoredSchema, row
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["MODES", "RegisteredVersion", "SchemaRegistry"]
-
-MODES: Final = ("READWRITE", "READONLY", "IMPORT")
 
 
 @dataclass(frozen=True)
@@ -62,8 +59,10 @@ class RegisteredVersion:
         return body
 
 
-class SchemaRegistry:
+class SchemaRegistry(SubjectSettings):
     """The registry over one warehouse; every broker may hold one, and they agree through the table.
+
+    Compatibility levels and modes come from :class:`~topiclake.schema_registry._settings.SubjectSettings`.
 
     Args:
         storage: The warehouse whose ``_system/schemas`` holds the registry.
@@ -356,46 +355,6 @@ class SchemaRegistry:
             for s in state.schemas.values()
             if any(r.subject == subject and r.version == one.version for r in s.references)
         )
-
-    # ------------------------------------------------------------------ config and mode
-
-    def get_config(self, subject: str | None = None, default_to_global: bool = False) -> str:
-        """The compatibility level of a subject (its own), or the global one."""
-        state = self.store.state()
-        if subject is None:
-            return state.configs.get(None, compatibility.DEFAULT_LEVEL)
-        level = state.configs.get(subject)
-        if level is None:
-            if default_to_global:
-                return state.configs.get(None, compatibility.DEFAULT_LEVEL)
-            raise SubjectConfigNotFound(
-                f"Subject '{subject}' does not have subject-level compatibility configured"
-            )
-        return level
-
-    def set_config(self, subject: str | None, level: object) -> str:
-        """Set the level of a subject (or the global one); returns it."""
-        value = compatibility.validate_level(level)
-        self.store.change(lambda state: [row("config", subject, value=value)])
-        return value
-
-    def delete_config(self, subject: str | None) -> str:
-        """Remove a subject's own level (or reset the global one); returns the level it had."""
-        before = self.get_config(subject, default_to_global=subject is not None)
-        self.store.change(lambda state: [row("config", subject, value=None)])
-        return before
-
-    def get_mode(self, subject: str | None = None) -> str:
-        """The mode of a subject (else the global one), READWRITE by default."""
-        return rules.mode(self.store.state(), subject)
-
-    def set_mode(self, subject: str | None, mode: object) -> str:
-        """Set the mode of a subject (or the global one); returns it."""
-        if not isinstance(mode, str) or mode.upper() not in MODES:
-            raise InvalidMode(f"Invalid mode {mode!r}: use one of {', '.join(MODES)}")
-        value = mode.upper()
-        self.store.change(lambda state: [row("mode", subject, value=value)])
-        return value
 
     # ------------------------------------------------------------------ helpers
 
