@@ -57,7 +57,7 @@ OWN_JVM_TESTS = frozenset({"tests/spark/test_cli_sql.py::test_persistent_catalog
 UNIT_SECONDS: Mapping[str, float] = {
     "spark": 611,
     "spark-jobs": 412,
-    "tests/cluster/test_multi_broker.py": 158,
+    "tests/cluster/test_multi_broker.py": 85,  # 158 with the S3 kill -9 and controller tests (issue 27)
     "tests/spark/test_cluster.py": 157,
     "tests/cluster/test_kafka_failover.py": 124,
     "tests/spark/test_pipeline_crash.py": 97,

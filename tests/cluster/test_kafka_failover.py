@@ -264,10 +264,10 @@ def test_java_admin_gets_the_replication_factor_it_asks_for(cluster: list[KafkaB
     """Kafka's own kafka-topics (TopicCommand, Java admin client 4.2.0): --replication-factor 1 and 2,
     described back by the same tool; 4 refused."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka"))
-    from kafka_jars import classpath
+    from kafka_jars import JAVA, classpath
 
     def topics(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = ["java", "-cp", classpath(), "org.apache.kafka.tools.TopicCommand"]
+        cmd = [*JAVA, "-cp", classpath(), "org.apache.kafka.tools.TopicCommand"]
         cmd += ["--bootstrap-server", cluster[1].bootstrap, *args]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
@@ -566,7 +566,10 @@ def test_java_producer_survives_the_kill_of_its_bootstrap_broker(
     program = Path(__file__).resolve().parent / "java" / "FailoverProducer.java"
     seconds = "60"  # at most; stopped by a line on its stdin
     args = [victim.bootstrap, topic, str(PARTITIONS), seconds, "4"]
-    cmd = ["java", "-cp", client_classpath(version), str(program), *args]
+    classpath = client_classpath(version)  # puts tests/kafka on sys.path
+    from kafka_jars import JAVA
+
+    cmd = [*JAVA, "-cp", classpath, str(program), *args]
     proc = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )

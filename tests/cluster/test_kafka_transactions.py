@@ -148,7 +148,7 @@ def _verified(bs: str, tmp_path: Path) -> list[int]:
     config = tmp_path / "consumer.properties"
     config.write_text("isolation.level=read_committed\n")
     cmd = [
-        "java", "-Xmx256m", "-cp", classpath(), TOOLS + "VerifiableConsumer",
+        *_kafka_jars().JAVA, "-Xmx256m", "-cp", classpath(), TOOLS + "VerifiableConsumer",
         "--bootstrap-server", bs, "--topic", "sout", "--group-id", "verifier",
         "--max-messages", str(N), "--reset-policy", "earliest", "--verbose",
         "--consumer.config", str(config),

@@ -100,6 +100,13 @@ def spark_kafka_jars() -> list[str]:
     return sorted(str(p) for p in directory.glob("*.jar"))
 
 
+#: ``java`` for the tests' Kafka clients and tools: the C1 compiler alone, the serial collector and no
+#: perf data file, as tests/conftest.py gives every Spark JVM of the tests (a JVM that lives seconds and
+#: runs cold code: C2's compiler threads and the parallel collector cost more CPU than they return on 2
+#: shared cores; measured in docs/decisions.md, "The suite, third round").
+JAVA = ("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData")
+
+
 def cache_dir() -> Path:
     """Where the jars are kept (``TOPICLAKE_KAFKA_JARS_DIR`` overrides)."""
     configured = os.environ.get("TOPICLAKE_KAFKA_JARS_DIR")
@@ -124,7 +131,7 @@ def copier_command(bootstrap: str, partition: int) -> list[str]:
     the consumer's 60-s API timeout: a restarted copier asks for its stable position before its
     InitProducerId, so it waits for the killed instance's open transaction to time out."""
     return [
-        "java", "-Xmx256m", "-cp", classpath(), "org.apache.kafka.tools.TransactionalMessageCopier",
+        *JAVA, "-Xmx256m", "-cp", classpath(), "org.apache.kafka.tools.TransactionalMessageCopier",
         "--broker-list", bootstrap,
         "--transactional-id", f"copier-{partition}",
         "--input-topic", "sin",

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, Producer
 from gateway_harness import start_gateway, stop_gateway, table_rows
 from kafka.errors import KafkaTimeoutError
 from kafka_harness import KafkaGateway
-from kafka_jars import classpath
+from kafka_jars import JAVA, classpath
 
 from kafka import KafkaProducer
 from topiclake.errors import TopicNotFound
@@ -72,7 +72,7 @@ def test_kafka_clients_create_a_topic_by_producing_to_it(auto: KafkaGateway) -> 
 
     if shutil.which("java") is None:
         return
-    cmd = ["java", "-cp", classpath(), "org.apache.kafka.tools.VerifiableProducer"]
+    cmd = [*JAVA, "-cp", classpath(), "org.apache.kafka.tools.VerifiableProducer"]
     cmd += ["--bootstrap-server", auto.bootstrap, "--topic", "new.java", "--max-messages", "5"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

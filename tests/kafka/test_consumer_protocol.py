@@ -201,7 +201,7 @@ def test_java_verifiable_consumers_join_and_leave_while_a_producer_writes(kafka8
     """Kafka 4.2's VerifiableConsumer --group-protocol consumer (commitSync after every poll), three
     processes; its JSON events say what each was assigned, revoked and consumed. Then kafka-consumer-groups
     --describe shows the group's committed offsets."""
-    from kafka_jars import classpath
+    from kafka_jars import JAVA, classpath
 
     kafka848.gw.broker.create_topic("kip848j", partitions=PARTITIONS)
     ledger = Ledger()
@@ -210,7 +210,7 @@ def test_java_verifiable_consumers_join_and_leave_while_a_producer_writes(kafka8
     cp = classpath()
 
     def start(name: str) -> Callable[[], None]:
-        cmd = ["java", "-cp", cp, "org.apache.kafka.tools.VerifiableConsumer", "--verbose"]
+        cmd = [*JAVA, "-cp", cp, "org.apache.kafka.tools.VerifiableConsumer", "--verbose"]
         cmd += ["--bootstrap-server", kafka848.bootstrap, "--topic", "kip848j", "--group-id", "g848j"]
         cmd += ["--group-protocol", "consumer", "--group-remote-assignor", "range"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -257,7 +257,7 @@ def test_java_verifiable_consumers_join_and_leave_while_a_producer_writes(kafka8
     assert _committed(kafka848, "g848j", "kip848j") == ends
     assert all(ev.get("success", True) for _t, _n, ev in events if ev["name"] == "offsets_committed")
 
-    cmd = ["java", "-cp", cp, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"]
+    cmd = [*JAVA, "-cp", cp, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"]
     cmd += ["--bootstrap-server", kafka848.bootstrap, "--describe", "--group", "g848j"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from gateway_harness import table_rows
 from kafka_harness import KafkaGateway
-from kafka_jars import classpath
+from kafka_jars import JAVA, classpath
 
 pytestmark = [
     pytest.mark.slow,
@@ -20,7 +20,7 @@ TOOLS = "org.apache.kafka.tools."
 
 
 def _tool(cls: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = ["java", "-cp", classpath(), cls, *args]
+    cmd = [*JAVA, "-cp", classpath(), cls, *args]
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
 
 

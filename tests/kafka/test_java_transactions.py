@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from gateway_harness import table_rows
 from kafka_harness import KafkaGateway
-from kafka_jars import classpath, copier_command, streams_classpath
+from kafka_jars import JAVA, classpath, copier_command, streams_classpath
 
 pytestmark = [
     pytest.mark.slow,
@@ -26,7 +26,7 @@ TOOLS = "org.apache.kafka.tools."
 
 
 def _tool(cls: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    cmd = ["java", "-Xmx256m", "-cp", classpath(), TOOLS + cls, *args]
+    cmd = [*JAVA, "-Xmx256m", "-cp", classpath(), TOOLS + cls, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -200,7 +200,7 @@ def test_kafka_streams_exactly_once_v2_word_count_across_a_kill(kafka: KafkaGate
             p.produce("wc-in", key=w.encode(), value=w.encode())
     assert p.flush(30) == 0
     cmd = [
-        "java", "-Xmx384m", "-cp", streams_classpath(), str(STREAMS_APP),
+        *JAVA, "-Xmx384m", "-cp", streams_classpath(), str(STREAMS_APP),
         kafka.bootstrap, "wc", str(tmp_path / "state"), "wc-in", "wc-out",
     ]  # fmt: skip
     log_path = tmp_path / "streams.out"
@@ -245,7 +245,7 @@ def test_the_kafka_3_9_java_client_commits_aborts_and_is_fenced(kafka: KafkaGate
     classpath()  # resolves the kafka-tools jars, slf4j among them
     slf4j = sorted(str(j) for j in cache_dir().glob("slf4j-api-*.jar"))
     kafka.gw.broker.create_topic("t39", partitions=2)
-    cmd = ["java", "-Xmx256m", "-cp", ":".join([*clients, *slf4j]), str(TXN39_APP)]
+    cmd = [*JAVA, "-Xmx256m", "-cp", ":".join([*clients, *slf4j]), str(TXN39_APP)]
     out = subprocess.run([*cmd, kafka.bootstrap, "t39", "g39"], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()

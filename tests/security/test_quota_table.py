@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "api"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka"))
 
 from gateway_harness import Gateway, start_gateway, stop_gateway
+from kafka_jars import JAVA as JAVA_COMMAND
 from kafka_jars import classpath
 
 from topiclake.cli import run
@@ -165,7 +166,7 @@ def _admin(setup: tuple[Gateway, Path, int], user: str, *args: str) -> subproces
     _, root, port = setup
     cp = f"{classpath()}:{root / 'classes'}"
     props = str(root / f"{user}.properties")
-    cmd = ["java", "-cp", cp, "ClientQuotas", f"127.0.0.1:{port}", props, *args]
+    cmd = [*JAVA_COMMAND, "-cp", cp, "ClientQuotas", f"127.0.0.1:{port}", props, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 

@@ -33,7 +33,7 @@ from topiclake.process.ports import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka"))
 
-from kafka_jars import classpath
+from kafka_jars import JAVA, classpath
 
 pytestmark = pytest.mark.slow
 
@@ -95,7 +95,7 @@ def _kafka_python(bootstrap: str) -> None:
 
 
 def _java(bootstrap: str) -> None:
-    cmd = ["java", "-cp", classpath(), "org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server"]
+    cmd = [*JAVA, "-cp", classpath(), "org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server"]
     cmd += [bootstrap, "--topic", TOPIC, "--producer-property", "enable.idempotence=true"]
     cmd += ["--producer-property", "acks=all"]
     out = subprocess.run(cmd, input="java\n", capture_output=True, text=True, timeout=120)

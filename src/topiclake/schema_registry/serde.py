@@ -6,7 +6,7 @@ Used by the REST Proxy's schema formats (``avro``, ``jsonschema``) and by the to
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
@@ -14,9 +14,12 @@ from topiclake.errors import InvalidRequest, RecordSchemaMismatch, SchemaNotFoun
 from topiclake.platform.catalog.topic_config import TopicConfig
 from topiclake.schema_registry._avro import AvroSchema
 from topiclake.schema_registry._jsonschema import JsonSchema
-from topiclake.schema_registry.protobuf import ProtobufSchema
+from topiclake.schema_registry._parsed import ParsedSchema
 from topiclake.schema_registry.registry import SchemaRegistry
 from topiclake.schema_registry.wire import decode_wire, encode_wire, schema_id_of
+
+if TYPE_CHECKING:
+    from topiclake.schema_registry.protobuf import ProtobufSchema
 
 __all__ = [
     "EMBEDDED_FORMATS",
@@ -42,6 +45,19 @@ def subject_for(topic: str, is_key: bool, strategy: str = "TopicNameStrategy", r
     raise InvalidRequest(f"unknown subject name strategy {strategy!r}")
 
 
+def _codec(parsed: ParsedSchema) -> AvroSchema | JsonSchema | ProtobufSchema | None:
+    """The schema as one that encodes and decodes records, if it is one. The protobuf module (its parser
+    costs ~0.4 s of a broker's start) is imported only once a protobuf schema exists: it parsed one."""
+    if isinstance(parsed, (AvroSchema, JsonSchema)):
+        return parsed
+    if parsed.schema_type == "PROTOBUF":
+        from topiclake.schema_registry.protobuf import ProtobufSchema
+
+        if isinstance(parsed, ProtobufSchema):
+            return parsed
+    return None
+
+
 def serialize(registry: SchemaRegistry, schema_id: int, value: Any) -> bytes:
     """Validate ``value`` against the schema and frame its encoding with the id.
 
@@ -50,8 +66,9 @@ def serialize(registry: SchemaRegistry, schema_id: int, value: Any) -> bytes:
         RecordSchemaMismatch: the value does not match it.
     """
     parsed = registry.parsed(schema_id)
-    if isinstance(parsed, (AvroSchema, JsonSchema, ProtobufSchema)):
-        return encode_wire(schema_id, parsed.encode(value))
+    codec = _codec(parsed)
+    if codec is not None:
+        return encode_wire(schema_id, codec.encode(value))
     raise RecordSchemaMismatch(
         f"schema {schema_id} is {parsed.schema_type}, which topiclake cannot serialize"
     )
@@ -70,11 +87,10 @@ def deserialize(registry: SchemaRegistry, data: bytes | None) -> Any:
         parsed = registry.parsed(sid)
     except SchemaNotFound as exc:
         raise RecordSchemaMismatch(f"record names schema id {sid}, which is not registered") from exc
+    codec = _codec(parsed)
     try:
-        if isinstance(parsed, AvroSchema):
-            return parsed.decode(payload)
-        if isinstance(parsed, (JsonSchema, ProtobufSchema)):
-            return parsed.decode(payload)
+        if codec is not None:
+            return codec.decode(payload)
     except Exception as exc:  # fastavro and json raise many kinds for a corrupt payload
         raise RecordSchemaMismatch(f"record does not decode with schema {sid}: {exc}") from exc
     raise RecordSchemaMismatch(f"schema {sid} is {parsed.schema_type}, which topiclake does not decode")

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
@@ -222,6 +221,8 @@ def read_files(
 def _read_dataset(
     fs: pafs.FileSystem, files: list[DataFile], where: pc.Expression | None, by_file: bool = False
 ) -> pa.Table:
+    import pyarrow.dataset as ds  # 0.3 s of a broker's start (it imports pandas): only once a read needs it
+
     dataset = ds.FileSystemDataset.from_paths(
         [f.path for f in files],
         schema=TOPIC_SCHEMA,
