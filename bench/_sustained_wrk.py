@@ -4,8 +4,9 @@ The Python producer threads of bench/_sustained_load.py add their own time to th
 (45-105 ms measured: a Python client tops out near 400 requests/s here, DESIGN §9). Here the same load
 comes from wrk: 32 threads with one connection each (``-t32 -c32``), so each Lua state has exactly one
 request in flight and knows which record an answer is for. (wrk also calls the first thread's ``request()``
-once before it connects, to check the request parses; that call is not logged.) A request is the same single-record JSON
-request, acks=all, whose value carries ``TT-SSSSSSSSS`` (thread, sequence) as the Python producers' do,
+once before it connects, to check the request parses; that call is not logged.) A request is the same
+single-record JSON request, acks=all, whose value carries ``TT-SSSSSSSSS`` (thread, sequence) as the Python
+producers' do,
 to partition ``thread % 4``. One wrk run per report window gives that window's latency percentiles (wrk's
 own histogram, in C); each thread logs every record it sent (``S seq``) and what came back (``A seq
 partition offset``, ``T seq`` throttled, ``E seq status``) to a file of its own, read back into
