@@ -12,13 +12,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log._commit import LogCommits
 from topiclake.platform.log._local_compaction import commit_rewrite
 from topiclake.platform.log.fast_append import SMALL_FILE_ROWS, LocalAppender, LostRace, encode, file_stats
-from topiclake.platform.log.file_index import build_index, read_files
+from topiclake.platform.log.file_cache import SmallFileCache
+from topiclake.platform.log.file_cursors import FileCursors
+from topiclake.platform.log.file_index import build_index, read_file, read_files
 
 QUIET = {"maintenance_interval_ms": 60_000}  # maintenance on (the local path needs it), idle in the test
 
@@ -141,7 +143,46 @@ def test_small_files_skip_dictionaries_and_keep_offset_and_timestamp_statistics(
         else:
             assert {"offset", "timestamp", "key", "value"} <= with_stats and "value" in dictionary
         back = pq.read_table(pa.BufferReader(encode(table)))
-        assert back.equals(table.drop_columns(["partition", "segment"])), small
+        stored = table.drop_columns(["partition", "segment"])
+        if small:  # the columns it holds only nulls in are left out (plain records: headers, producer)
+            nulls = ["headers", "producer_id", "producer_epoch", "sequence"]
+            assert back.column_names == stored.drop_columns(nulls).column_names
+            stored = stored.drop_columns(nulls)
+        assert back.equals(stored), small
+
+
+def test_columns_a_small_file_leaves_out_are_read_as_nulls_by_every_reader(tmp_path: Path) -> None:
+    """Small files leave out the nullable columns they hold only nulls in (a few records of a plain
+    producer: no headers, no producer id; unkeyed: no key); a file with one header keeps the column. delta-rs
+    (pyarrow dataset and DataFusion), the broker's fetch from files (cached or not, one file or many)
+    and the file cursors all read the table's columns, the missing ones as nulls."""
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage, BrokerConfig(linger_ms=0, **QUIET)) as broker:  # type: ignore[arg-type]
+        broker.create_topic("t", partitions=1)
+        broker.produce("t", [Record(value=b"a"), Record(value=b"b")], acks="all")  # no key, no headers
+        broker.produce("t", [Record(key=b"k", value=b"c", headers=[("h", b"x")])], acks="all")
+        uri = storage.topic_uri("t")
+        expected = broker.fetch("t", 0, 0, max_records=10).records  # from the tail cache
+    dt = DeltaTable(uri)
+    fs = storage.filesystem(uri)
+    files = build_index(dt, fs).files(0)
+    assert len(files) == 2
+    first, second = (set(pq.read_schema(fs.open_input_file(f.path)).names) for f in files)
+    assert not first & {"key", "headers", "producer_id", "producer_epoch", "sequence"}, first
+    assert {"key", "headers"} <= second and "producer_id" not in second, second
+    assert expected.num_rows == 3
+    assert expected["headers"].to_pylist() == [None, None, [{"key": "h", "value": b"x"}]]
+    assert read_files(fs, files, 0).equals(expected)
+    assert read_files(fs, files, 0, SmallFileCache(1 << 20)).equals(expected)
+    assert pa.concat_tables([read_file(fs, f) for f in files]).equals(expected)
+    cursors = FileCursors()
+    read = [cursors.read(fs, f, f.min_offset, 10, 1 << 20) for f in files]
+    assert pa.concat_tables([r for r in read if r is not None]).equals(expected)
+    by_delta_rs = dt.to_pyarrow_table().sort_by("offset")
+    assert by_delta_rs.select(expected.column_names).cast(expected.schema).equals(expected)
+    sql = QueryBuilder().register("t", dt).execute("select key, headers, producer_id from t order by offset")
+    got = pa.table(sql.read_all())
+    assert got["key"].to_pylist() == [None, None, b"k"] and got["producer_id"].null_count == 3
 
 
 def test_a_version_lost_to_another_writer_is_retried_at_the_next(tmp_path: Path) -> None:

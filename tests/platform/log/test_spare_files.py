@@ -38,3 +38,26 @@ def test_write_new_survives_a_spare_deleted_before_use(tmp_path: Path) -> None:
             p.unlink()
     second = write_new(str(tmp_path), "f-", ".bin", b"two" * 1000)
     assert Path(second).read_bytes() == b"two" * 1000 and second != first
+
+
+def test_a_commit_over_many_folders_wakes_the_thread_once(tmp_path: Path) -> None:
+    """A commit over 12 partitions takes a spare in each of 12 folders: the refilling thread is woken once
+    for all of them (each wake-up is a GIL hand-off), and refills every folder."""
+    spares = SpareFiles(per_directory=2)
+    folders = [tmp_path / f"p{i}" for i in range(12)]
+    for folder in folders:
+        folder.mkdir()
+        spares.take(str(folder), "s-", ".x")
+
+    def full() -> bool:
+        return all(len(list(f.iterdir())) == 2 for f in folders)
+
+    _wait_for(full)
+    assert full()
+    _wait_for(lambda: spares._asleep)  # the thread went back to sleep
+    before = spares.wakeups
+    with spares._cond:  # the commit's takes, one after the other, before the thread can run
+        taken = [spares.take(str(folder), "s-", ".x") for folder in folders]
+    assert all(taken) and spares.wakeups == before + 1
+    _wait_for(lambda: all(len(list(f.iterdir())) == 3 for f in folders))
+    assert all(len(list(f.iterdir())) == 3 for f in folders)  # 2 spares again, plus the one taken

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from topiclake.platform.log.file_index import DataFile
+from topiclake.platform.log.file_index import DataFile, with_partition
 from topiclake.schemas import TOPIC_SCHEMA
 
 #: Rows decoded at a time.
@@ -53,10 +53,7 @@ class _Cursor:
         if batch is None:
             return None
         n = batch.num_rows
-        table = pa.Table.from_batches([batch])
-        table = table.append_column("partition", pa.array([self.file.partition] * n, pa.int32()))
-        table = table.append_column("segment", pa.array([self.file.segment] * n, pa.int64()))
-        table = table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
+        table = with_partition(pa.Table.from_batches([batch]), self.file)
         offsets = table["offset"]
         if n and (
             offsets[0].as_py() <= self._last

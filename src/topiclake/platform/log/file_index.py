@@ -156,12 +156,23 @@ def read_file(fs: pafs.FileSystem, f: DataFile) -> pa.Table:
 def file_table(table: pa.Table, f: DataFile) -> pa.Table:
     """The rows of data file ``f``, as read from its Parquet, with the topic table's columns (partition
     columns restored), by offset."""
-    table = table.select([c for c in _STORED_SCHEMA.names if c in table.column_names])
+    return by_offset(with_partition(table, f))
+
+
+def with_partition(table: pa.Table, f: DataFile) -> pa.Table:
+    """Rows read from data file ``f`` with the topic table's columns: its partition columns restored
+    from the file's Delta partition values, and the nullable columns the file lacks (a small file
+    leaves out the columns it holds only nulls in, :func:`.fast_append.encode`) as nulls."""
     n = table.num_rows
+    present = set(table.column_names)
+    columns = [
+        table[name] if name in present else pa.nulls(n, field.type)
+        for name, field in zip(_STORED_SCHEMA.names, _STORED_SCHEMA, strict=True)
+    ]
+    table = pa.Table.from_arrays(columns, names=_STORED_SCHEMA.names)
     table = table.append_column("partition", pa.array([f.partition] * n, pa.int32()))
     table = table.append_column("segment", pa.array([f.segment] * n, pa.int64()))
-    table = table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
-    return by_offset(table)
+    return table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
 
 
 def by_offset(table: pa.Table) -> pa.Table:
