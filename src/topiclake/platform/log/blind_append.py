@@ -48,7 +48,7 @@ def append_file(
     appender: LocalAppender,
     data: pa.Table,
     refresh: Callable[[], int],
-    checkpoint: Callable[[], None] | None = None,
+    checkpoint: Callable[[int], None] | None = None,
 ) -> int:
     """Append ``data`` (the table's schema; the table unpartitioned) as one new Parquet file in one log
     entry and return the version committed.
@@ -58,7 +58,8 @@ def append_file(
         data: The rows.
         refresh: The table's current version, read by delta-rs (after a checkpoint newer than the
             appender's version: entries past it may have been cleaned up).
-        checkpoint: Called after a commit at a multiple of :data:`CHECKPOINT_INTERVAL`.
+        checkpoint: Called with the version after a commit at a multiple of :data:`CHECKPOINT_INTERVAL`
+            (it may write the checkpoint later, beside the next commits).
 
     Raises:
         OSError: The file or the entry could not be written (the entry is then not in the table).
@@ -99,6 +100,6 @@ def append_file(
         except LostRace:
             continue  # blind: whatever the winners wrote, the next version takes this file as well
         if checkpoint is not None and version % CHECKPOINT_INTERVAL == 0:
-            checkpoint()
+            checkpoint(version)
         return version
     raise RuntimeError(f"{MAX_RACES} versions in a row taken by other writers of {appender.root}")
