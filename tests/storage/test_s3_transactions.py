@@ -1,0 +1,79 @@
+"""Transactions on an S3 warehouse, one broker: a committed, an aborted and a still-open transaction; the
+fetch (what every Kafka isolation level reads) and the topic's Delta table show the committed records only,
+at contiguous offsets; ``_system/transactions`` is in the bucket, and a second broker on the same bucket
+carries the open transaction on and commits it."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from s3_harness import S3Warehouse
+
+from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.platform.transactions import TransactionCoordinator
+from topiclake.platform.transactions._table import TransactionTable
+
+
+def _batch(*values: str) -> pa.Table:
+    return pa.table(
+        {
+            "key": pa.array([None] * len(values), pa.binary()),
+            "value": pa.array([v.encode() for v in values], pa.binary()),
+            "timestamp_ms": pa.array([1_700_000_000_000] * len(values), pa.int64()),
+        }
+    )
+
+
+def _fetched(broker: Broker) -> list[tuple[int, int, str]]:
+    """Every record a fetch returns, fetching on as a consumer does (a fetch may stop at a file's end)."""
+    out = []
+    for p in range(2):
+        end = broker.log("t").high_watermark(p)
+        offset = 0
+        while offset < end:
+            rows = broker.fetch("t", p, offset).records.to_pylist()
+            assert rows, f"nothing fetched at {p}/{offset} below the high watermark {end}"
+            out += [(p, r["offset"], r["value"].decode()) for r in rows]
+            offset = rows[-1]["offset"] + 1
+    return sorted(out)
+
+
+def _table(storage: Storage) -> list[tuple[int, int, str]]:
+    rows = DeltaTable(storage.topic_uri("t"), storage_options=storage.options()).to_pyarrow_table()
+    return sorted((r["partition"], r["offset"], r["value"].decode()) for r in rows.to_pylist())
+
+
+def test_commit_abort_and_an_open_transaction_on_s3(s3: S3Warehouse) -> None:
+    storage = Storage(s3.uri, s3.options)
+    committed = [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
+    with Broker(storage, BrokerConfig(linger_ms=1)) as broker:
+        broker.create_topic("t", partitions=2)
+        coord = TransactionCoordinator(broker)
+        try:
+            info = coord.init_producer_id("tid", 60_000)
+            pid, epoch = info.producer_id, info.epoch
+            coord.add_partitions("tid", pid, epoch, [("t", 0), ("t", 1)])
+            coord.stage("tid", pid, epoch, "t", 0, 0, _batch("a", "b"))
+            coord.stage("tid", pid, epoch, "t", 1, 0, _batch("c"))
+            coord.end_txn("tid", pid, epoch, commit=True)
+            coord.add_partitions("tid", pid, epoch, [("t", 0)])
+            coord.stage("tid", pid, epoch, "t", 0, 2, _batch("aborted"))
+            coord.end_txn("tid", pid, epoch, commit=False)
+            coord.add_partitions("tid", pid, epoch, [("t", 1)])
+            coord.stage("tid", pid, epoch, "t", 1, 1, _batch("open"))  # answered: durable in the bucket
+            assert _fetched(broker) == committed
+            assert _table(storage) == committed
+        finally:
+            coord.close()
+    kinds = [r.kind for r in TransactionTable(storage).rows()]
+    assert kinds.count("complete_commit") == 1 and kinds.count("complete_abort") == 1
+    assert kinds.count("staged") == 4  # a, b + c, aborted, open
+    # a second broker on the bucket: the open transaction carries on at the same epoch and commits
+    with Broker(storage, BrokerConfig(linger_ms=1)) as again:
+        coord = TransactionCoordinator(again)
+        try:
+            coord.end_txn("tid", pid, epoch, commit=True)
+            assert _fetched(again) == [*committed, (1, 1, "open")]
+        finally:
+            coord.close()
+    assert _table(storage) == [*committed, (1, 1, "open")]
