@@ -1,6 +1,7 @@
 """Transactions on an S3 warehouse, one broker: a committed, an aborted and a still-open transaction; the
 fetch (what every Kafka isolation level reads) and the topic's Delta table show the committed records only,
-at contiguous offsets; ``_system/transactions`` is in the bucket, and a second broker on the same bucket
+at contiguous offsets; ``_system/transactions`` is in the bucket, written (after its creation) by conditional
+PUTs of the direct append path, and a second broker on the same bucket
 carries the open transaction on and commits it."""
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def test_commit_abort_and_an_open_transaction_on_s3(s3: S3Warehouse) -> None:
             assert _table(storage) == committed
         finally:
             coord.close()
+    # written by the direct object path (one conditional PUT an entry, tagged), after delta-rs created it
+    system = DeltaTable(TransactionTable(storage).uri, storage_options=storage.options())
+    tagged = [h for h in system.history() if "topiclake.commit" in h]
+    assert len(tagged) == system.version() >= 8
     kinds = [r.kind for r in TransactionTable(storage).rows()]
     assert kinds.count("complete_commit") == 1 and kinds.count("complete_abort") == 1
     assert kinds.count("staged") == 4  # a, b + c, aborted, open

@@ -35,12 +35,17 @@ from topiclake.errors import StorageError
 from topiclake.platform.catalog.system_table import FOREIGN_ERRORS
 from topiclake.platform.log.blind_append import append_file
 from topiclake.platform.log.fast_append import LocalAppender
+from topiclake.platform.log.object_append import ObjectAppender
 from topiclake.platform.storage import Storage
+from topiclake.platform.storage.s3_client import S3Client, s3_location
 from topiclake.platform.transactions._group_commit import GroupCommit
 
 logger = logging.getLogger(__name__)
 
 NAME = "transactions"
+#: How long the S3 writer trusts a version it confirmed not to be past a log cleanup (half an hour; the
+#: table's log retention is delta-rs's default 30 days: cleanup never reaches a version that young).
+OBJECT_FRESH_S = 1800.0
 
 SCHEMA = pa.schema(
     [
@@ -118,8 +123,10 @@ class TransactionTable:
         self._storage = storage
         self.uri = storage.system_uri(NAME)
         self._writer: DeltaTable | None = None  # kept open: a commit need not load the log again
-        # on a local warehouse, once the table exists, commits bypass delta-rs (..log.blind_append)
-        self._fast: LocalAppender | None = None
+        # once the table exists, commits bypass delta-rs (..log.blind_append): a link on a local
+        # warehouse, a conditional PUT on S3 (other stores: delta-rs)
+        self._fast: LocalAppender | ObjectAppender | None = None
+        self._direct = True  # False: this store takes delta-rs's commits only
         self._group = GroupCommit[Row](self._write)
         # checkpoints are written beside the commits, not in them (~40-90 ms each under load, which stalled
         # every transactional Produce waiting for the group commit): one at a time, the newest asked for
@@ -139,8 +146,8 @@ class TransactionTable:
     def _write(self, rows: list[Row]) -> None:
         data = pa.Table.from_pylist([r.as_dict() for r in rows], schema=SCHEMA)
         try:
-            if self._fast is None and self._storage.is_local and self._storage.is_table(self.uri):
-                self._fast = LocalAppender(self.uri, self._version())
+            if self._fast is None and self._direct and self._storage.is_table(self.uri):
+                self._fast = self._appender()
             if self._fast is not None:
                 append_file(self._fast, data, self._version, self._checkpoint_later)
                 return
@@ -151,8 +158,21 @@ class TransactionTable:
             else:
                 write_deltalake(self._writer, data, mode="append")
         except (*FOREIGN_ERRORS, RuntimeError) as exc:
+            if isinstance(self._fast, ObjectAppender):
+                self._fast.close()
             self._writer = self._fast = None  # read the table afresh next time
             raise StorageError(f"cannot append to {self.uri}: {exc}") from exc
+
+    def _appender(self) -> LocalAppender | ObjectAppender | None:
+        """The direct appender of the existing table: local, or S3 with static keys and a store that
+        honours ``If-None-Match`` (the commit-safety probe); else None, and delta-rs commits from now on."""
+        if self._storage.is_local:
+            return LocalAppender(self.uri, self._version())
+        location = s3_location(self._storage.root, self._storage.storage_options)
+        if location is None or not self._storage.verify_commit_safety():
+            self._direct = False
+            return None
+        return ObjectAppender(S3Client(location), f"_system/{NAME}", self._version(), OBJECT_FRESH_S)
 
     def _version(self) -> int:
         return DeltaTable(self.uri, storage_options=self._storage.options()).version()
@@ -191,6 +211,9 @@ class TransactionTable:
             self._checkpoint_cond.notify_all()
         if thread is not None:
             thread.join()
+        if isinstance(self._fast, ObjectAppender):
+            self._fast.close()
+            self._fast = None
 
     def _checkpoint(self, version: int) -> None:
         """A delta-rs checkpoint of ``version`` and the cleanup of log entries past the table's log
