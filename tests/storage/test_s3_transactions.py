@@ -1,8 +1,8 @@
 """Transactions on an S3 warehouse, one broker: a committed, an aborted and a still-open transaction; the
 fetch (what every Kafka isolation level reads) and the topic's Delta table show the committed records only,
-at contiguous offsets; ``_system/transactions`` is in the bucket, written (after its creation) by conditional
-PUTs of the direct append path, and a second broker on the same bucket
-carries the open transaction on and commits it."""
+at contiguous offsets; ``_system/transactions`` is in the bucket, written after its creation by conditional
+PUTs of the direct append path; a second broker on the same bucket carries the open transaction on and
+commits it; a log entry's PUT whose answer was lost is committed once."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from deltalake import DeltaTable
 from s3_harness import S3Warehouse
 
 from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.platform.log.object_append import ObjectAppender
 from topiclake.platform.transactions import TransactionCoordinator
-from topiclake.platform.transactions._table import TransactionTable
+from topiclake.platform.transactions._table import Row, TransactionTable
 
 
 def _batch(*values: str) -> pa.Table:
@@ -82,3 +83,26 @@ def test_commit_abort_and_an_open_transaction_on_s3(s3: S3Warehouse) -> None:
         finally:
             coord.close()
     assert _table(storage) == [*committed, (1, 1, "open")]
+
+
+def test_an_entry_put_whose_answer_was_lost_is_committed_once(s3: S3Warehouse) -> None:
+    storage = Storage(s3.uri, s3.options)
+    table = TransactionTable(storage)
+    try:
+        table.append([_row(0)])  # delta-rs creates the table
+        table.append([_row(1)])  # the direct path from here on
+        assert isinstance(table._fast, ObjectAppender)
+        version = table._fast.version
+        for seq in (2, 3):
+            s3.proxy.cut_after_store(1, op="PUT", path_contains="_system/transactions/_delta_log/")
+            table.append([_row(seq)])
+        assert s3.proxy.counts().get("cut_after_store") == 2, "the fault did not fire"
+        assert table._fast.landed_unseen == 2  # each retry found its own entry
+        assert table._fast.version == version + 2  # one version each
+    finally:
+        table.close()
+    assert sorted(r.txn_seq for r in TransactionTable(storage).rows()) == [0, 1, 2, 3]
+
+
+def _row(seq: int) -> Row:
+    return Row("staged", "tid", 7, 1, at_ms=1_000 + seq, txn_seq=seq, topic="t", partition=0, records=b"x")
