@@ -190,13 +190,14 @@ class TransactionTable:
             self._checkpoint_cond.notify_all()
 
     def _checkpoints(self) -> None:
+        me = threading.current_thread()
         while True:
             with self._checkpoint_cond:
-                while self._checkpoint_wanted is None and self._checkpointer is not None:
+                while self._checkpoint_wanted is None and self._checkpointer is me:
                     self._checkpoint_cond.wait()
                 version = self._checkpoint_wanted
                 if version is None:
-                    return  # closed
+                    return  # closed, or replaced by a newer thread after a close
             self._checkpoint(version)
             with self._checkpoint_cond:
                 if self._checkpoint_wanted == version:
