@@ -29,6 +29,7 @@ def test_direct_appends_make_a_valid_delta_table_with_checkpoints(tmp_path: Path
     assert dt.version() == CHECKPOINT_INTERVAL + 4  # version 0 by delta-rs, the rest direct
     assert dt.to_pyarrow_table().schema.names == SCHEMA.names
     assert dt.to_pyarrow_table().num_rows == CHECKPOINT_INTERVAL + 5
+    table.close()  # the checkpoint is written beside the commits: wait for it
     last = json.loads(Path(table.uri, "_delta_log", "_last_checkpoint").read_text())
     assert last["version"] == CHECKPOINT_INTERVAL
     entry = Path(table.uri, "_delta_log", f"{CHECKPOINT_INTERVAL + 1:020d}.json").read_text()

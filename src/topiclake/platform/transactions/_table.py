@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,12 +35,17 @@ from topiclake.errors import StorageError
 from topiclake.platform.catalog.system_table import FOREIGN_ERRORS
 from topiclake.platform.log.blind_append import append_file
 from topiclake.platform.log.fast_append import LocalAppender
+from topiclake.platform.log.object_append import ObjectAppender
 from topiclake.platform.storage import Storage
+from topiclake.platform.storage.s3_client import S3Client, s3_location
 from topiclake.platform.transactions._group_commit import GroupCommit
 
 logger = logging.getLogger(__name__)
 
 NAME = "transactions"
+#: How long the S3 writer trusts a version it confirmed not to be past a log cleanup (half an hour; the
+#: table's log retention is delta-rs's default 30 days: cleanup never reaches a version that young).
+OBJECT_FRESH_S = 1800.0
 
 SCHEMA = pa.schema(
     [
@@ -117,9 +123,16 @@ class TransactionTable:
         self._storage = storage
         self.uri = storage.system_uri(NAME)
         self._writer: DeltaTable | None = None  # kept open: a commit need not load the log again
-        # on a local warehouse, once the table exists, commits bypass delta-rs (..log.blind_append)
-        self._fast: LocalAppender | None = None
+        # once the table exists, commits bypass delta-rs (..log.blind_append): a link on a local
+        # warehouse, a conditional PUT on S3 (other stores: delta-rs)
+        self._fast: LocalAppender | ObjectAppender | None = None
+        self._direct = True  # False: this store takes delta-rs's commits only
         self._group = GroupCommit[Row](self._write)
+        # checkpoints are written beside the commits, not in them (~40-90 ms each under load, which stalled
+        # every transactional Produce waiting for the group commit): one at a time, the newest asked for
+        self._checkpoint_cond = threading.Condition()
+        self._checkpoint_wanted: int | None = None
+        self._checkpointer: threading.Thread | None = None
 
     def append(self, rows: Sequence[Row]) -> None:
         """Append rows in one Delta commit, shared with other threads' rows appended at the same time (the
@@ -133,10 +146,10 @@ class TransactionTable:
     def _write(self, rows: list[Row]) -> None:
         data = pa.Table.from_pylist([r.as_dict() for r in rows], schema=SCHEMA)
         try:
-            if self._fast is None and self._storage.is_local and self._storage.is_table(self.uri):
-                self._fast = LocalAppender(self.uri, self._version())
+            if self._fast is None and self._direct and self._storage.is_table(self.uri):
+                self._fast = self._appender()
             if self._fast is not None:
-                append_file(self._fast, data, self._version, self._checkpoint)
+                append_file(self._fast, data, self._version, self._checkpoint_later)
                 return
             if self._writer is None and self._storage.is_table(self.uri):
                 self._writer = DeltaTable(self.uri, storage_options=self._storage.options())
@@ -145,17 +158,70 @@ class TransactionTable:
             else:
                 write_deltalake(self._writer, data, mode="append")
         except (*FOREIGN_ERRORS, RuntimeError) as exc:
+            if isinstance(self._fast, ObjectAppender):
+                self._fast.close()
             self._writer = self._fast = None  # read the table afresh next time
             raise StorageError(f"cannot append to {self.uri}: {exc}") from exc
+
+    def _appender(self) -> LocalAppender | ObjectAppender | None:
+        """The direct appender of the existing table: local, or S3 with static keys and a store that
+        honours ``If-None-Match`` (the commit-safety probe); else None, and delta-rs commits from now on."""
+        if self._storage.is_local:
+            return LocalAppender(self.uri, self._version())
+        location = s3_location(self._storage.root, self._storage.storage_options)
+        if location is None or not self._storage.verify_commit_safety():
+            self._direct = False
+            return None
+        return ObjectAppender(S3Client(location), f"_system/{NAME}", self._version(), OBJECT_FRESH_S)
 
     def _version(self) -> int:
         return DeltaTable(self.uri, storage_options=self._storage.options()).version()
 
-    def _checkpoint(self) -> None:
-        """A delta-rs checkpoint and the cleanup of log entries past the table's log retention (30 days),
-        as delta-rs's post-commit hook does (after the commit: a failure is logged, the rows are in)."""
+    def _checkpoint_later(self, version: int) -> None:
+        """Have the checkpoint of ``version`` written by the table's checkpoint thread (started on first
+        use; a request made while one is written replaces any older one still waiting)."""
+        with self._checkpoint_cond:
+            self._checkpoint_wanted = version
+            if self._checkpointer is None:
+                self._checkpointer = threading.Thread(
+                    target=self._checkpoints, name="txn-table-checkpoint", daemon=True
+                )
+                self._checkpointer.start()
+            self._checkpoint_cond.notify_all()
+
+    def _checkpoints(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self._checkpoint_cond:
+                while self._checkpoint_wanted is None and self._checkpointer is me:
+                    self._checkpoint_cond.wait()
+                version = self._checkpoint_wanted
+                if version is None:
+                    return  # closed, or replaced by a newer thread after a close
+            self._checkpoint(version)
+            with self._checkpoint_cond:
+                if self._checkpoint_wanted == version:
+                    self._checkpoint_wanted = None
+                self._checkpoint_cond.notify_all()
+
+    def close(self) -> None:
+        """Write the checkpoint asked for last, if any, and stop the checkpoint thread (a later commit at
+        a checkpoint version starts another)."""
+        with self._checkpoint_cond:
+            thread, self._checkpointer = self._checkpointer, None
+            self._checkpoint_cond.notify_all()
+        if thread is not None:
+            thread.join()
+        if isinstance(self._fast, ObjectAppender):
+            self._fast.close()
+            self._fast = None
+
+    def _checkpoint(self, version: int) -> None:
+        """A delta-rs checkpoint of ``version`` and the cleanup of log entries past the table's log
+        retention (30 days), as delta-rs's post-commit hook does (after the commit: a failure is logged,
+        the rows are in)."""
         try:
-            dt = DeltaTable(self.uri, storage_options=self._storage.options())
+            dt = DeltaTable(self.uri, version=version, storage_options=self._storage.options())
             dt.create_checkpoint()
             dt.cleanup_metadata()
         except FOREIGN_ERRORS as exc:

@@ -366,5 +366,7 @@ class TransactionCoordinator(Takeover, Housekeeping):
         logger.info("transactions: %s #%d committed", txn.transactional_id, txn.txn_seq)
 
     def close(self) -> None:
-        """Release the roll-forward threads (a roll-forward in progress finishes)."""
+        """Release the roll-forward threads (a roll-forward in progress finishes) and the table's
+        checkpoint thread (a checkpoint asked for is written first)."""
         self._roll.close()
+        self._table.close()
