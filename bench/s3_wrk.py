@@ -1,6 +1,6 @@
 """Issue 28's setup: one gateway on S3 with every store request delayed 20 ms, against local disk, with wrk.
 
-The S3 side is the local S3 API server (``topiclake.objectstore.devserver``: moto, one request at a time)
+The S3 side is the local S3 API server (``topiclake.objectstore.devserver``: moto, atomic per key)
 behind the counting, fault-injecting proxy (``ProxyProcess``) with ``--delay-ms`` per request (20 ms:
 about S3 Standard's small-object latency). Each store gets its own gateway (``topiclake serve``, one
 uvicorn worker, maintenance on) and the same wrk loads, keyed JSON records of ~100 B, acks=all:
@@ -336,7 +336,7 @@ def main() -> int:
                     loads,
                 )
     info = machine(
-        note=f"shared 2-core machine; S3: moto on loopback (serialised) behind a proxy adding "
+        note=f"shared 2-core machine; S3: moto on loopback (atomic per key) behind a proxy adding "
         f"{args.delay_ms:.0f} ms per request; {args.partitions} partitions; wrk {_wrk.version()}",
     )
     out = Path(args.out)
