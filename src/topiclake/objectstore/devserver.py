@@ -5,14 +5,14 @@ the S3 API, including conditional writes (``If-None-Match: *`` answers ``412 Pre
 key exists, ``If-Match`` when its ETag differs). Its check and its write are two steps, though, and its
 server is threaded: two concurrent conditional PUTs of one key can both succeed (reproduced: 9 keys of 200
 with two winners when Python switches threads often). Plain requests race too: an overwrite or a DELETE
-closes the old object's buffer while a GET of the same key may be reading it.
+closes the old object's buffer while a GET or a listing may be reading it.
 
 S3 makes each request on a key atomic, and Delta's safety rests on it, so this launcher runs moto's
-application behind locks: every request naming a key holds that key's lock (one of 256,
-by a hash of bucket and key) while moto runs it, so the check and the write of a conditional PUT, and an
-overwrite against a GET, happen one after the other; requests of other keys run at the same time, as on
-S3. Requests of the bucket itself share a gate that bucket-wide changes (create, delete, a multi-object
-DELETE) hold alone. Request bodies are read and response bodies sent outside every lock.
+application behind locks: every request naming a key holds that key's lock (one of 256, by a hash of
+bucket and key) while moto runs it, so the check and the write of a conditional PUT, and an overwrite
+against a GET, happen one after the other; requests of other keys run at the same time, as on S3. A
+listing runs while no key changes (see :func:`_locked`); bucket-wide changes (create, delete, a
+multi-object DELETE) run alone. Request bodies are read and response bodies sent outside every lock.
 
 Run ``python -m topiclake.objectstore.devserver [--port N] [--locking keyed|serial]``: it prints
 ``listening on http://127.0.0.1:N`` and serves until killed (``serial``: one request at a time, the
@@ -58,17 +58,18 @@ def _bucket_and_key(environ: dict[str, Any]) -> tuple[str, str]:
 
 
 class _Gate:
-    """Many holders at once (requests of one key or a listing), or one alone (a bucket-wide change)."""
+    """Many holders at once, or one alone; one waiting to be alone goes first (no starving it)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._shared = 0
         self._alone = False
+        self._waiting = 0  # waiting to be alone
 
     @contextmanager
     def shared(self) -> Iterator[None]:
         with self._cond:
-            self._cond.wait_for(lambda: not self._alone)
+            self._cond.wait_for(lambda: not self._alone and not self._waiting)
             self._shared += 1
         try:
             yield
@@ -80,7 +81,9 @@ class _Gate:
     @contextmanager
     def alone(self) -> Iterator[None]:
         with self._cond:
+            self._waiting += 1
             self._cond.wait_for(lambda: not self._alone and self._shared == 0)
+            self._waiting -= 1
             self._alone = True
         try:
             yield
@@ -94,9 +97,11 @@ def _locked(app: Callable[..., Any], locking: str = "keyed") -> Callable[..., An
     """moto's WSGI application, each request atomic per key (``keyed``) or one at a time (``serial``).
 
     The order of taking is fixed (bucket gate, listing gate, key stripe), so no two requests wait for each
-    other. moto lists a bucket by copying its key names and then looking each one up: a DELETE between
-    the two fails the listing (``KeyError``, a 500; seen under 8 threads), so a key's DELETE holds the
-    listing gate alone. A COPY reads a second key, and bucket changes touch them all: those run alone.
+    other. moto lists a bucket by copying its key names, then looking each one up and reading its ETag,
+    which it may compute from the object's buffer: a DELETE in between fails the listing (``KeyError``),
+    an overwrite closes the buffer (``ValueError``), both a 500 (seen under 8 threads). So a listing holds
+    the listing gate alone and a key's change (PUT, POST, DELETE) shares it; GETs and HEADs of a key need
+    only the key's stripe. A COPY reads a second key, and bucket changes touch them all: those run alone.
     """
     gate, listing = _Gate(), _Gate()
     stripes = [threading.Lock() for _ in range(_STRIPES)]
@@ -111,10 +116,10 @@ def _locked(app: Callable[..., Any], locking: str = "keyed") -> Callable[..., An
         stack = ExitStack()
         stack.enter_context(gate.shared())
         if not key:
-            stack.enter_context(listing.shared())
-            return stack
-        if method == "DELETE":
             stack.enter_context(listing.alone())
+            return stack
+        if method not in ("GET", "HEAD"):
+            stack.enter_context(listing.shared())
         stack.enter_context(stripes[zlib.crc32(f"{bucket}/{key}".encode()) % _STRIPES])
         return stack
 
