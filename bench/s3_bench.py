@@ -1,6 +1,6 @@
 """Object storage vs local disk, in one run: commit latency, produce throughput, requests per commit.
 
-The S3 side is the local S3 API server (``topiclake.objectstore.devserver``: moto, one request at a time)
+The S3 side is the local S3 API server (``topiclake.objectstore.devserver``: moto, atomic per key)
 behind the counting proxy (``ProxyProcess``), both on 127.0.0.1: its latencies are a loopback server's,
 not AWS's (a real S3 PUT takes ~10-50 ms). What transfers to AWS are the request counts: requests per
 commit by operation, and the maintenance thread's requests per minute at a steady produce rate (what
@@ -280,7 +280,7 @@ def main() -> int:
             print("s3: idle broker, one topic, maintenance on")
             steady.append(bench_steady(s3_storage, True, 0, steady_s, proxy))
     info = machine(
-        note="shared 2-core machine: S3 is moto on loopback (serialised), latencies are not AWS's",
+        note="shared 2-core machine: S3 is moto on loopback (atomic per key), latencies are not AWS's",
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

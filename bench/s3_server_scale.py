@@ -2,7 +2,7 @@
 
 Issue 28 / 25: the 10-minute sustained run on S3 fell from 191 to 67 records/s while produce p99 rose
 from 403 ms to 2.2 s. A broker's state (file index, replays) or the store? This measures the store
-without any broker: the dev server (``topiclake.objectstore.devserver``, moto, one request at a time),
+without any broker: the dev server (``topiclake.objectstore.devserver``, moto, atomic per key),
 no proxy, no delay, one client (boto3). The bucket is filled with N objects of 1 KB under
 ``data/`` (as data files accumulate until a vacuum deletes them), then, at each N, it times
 ``--ops`` requests of each kind against a prefix of 20 keys (``_delta_log/``, as a table's log is

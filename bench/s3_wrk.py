@@ -1,12 +1,13 @@
 """Issue 28's setup: one gateway on S3 with every store request delayed 20 ms, against local disk, with wrk.
 
-The S3 side is the local S3 API server (``topiclake.objectstore.devserver``: moto, one request at a time)
+The S3 side is the local S3 API server (``topiclake.objectstore.devserver``: moto, atomic per key)
 behind the counting, fault-injecting proxy (``ProxyProcess``) with ``--delay-ms`` per request (20 ms:
 about S3 Standard's small-object latency). Each store gets its own gateway (``topiclake serve``, one
 uvicorn worker, maintenance on) and the same wrk loads, keyed JSON records of ~100 B, acks=all:
 
 - ``1000 x 8``: 1,000 records per request, 8 connections;
 - ``1 x 32``: one record per request, 32 connections;
+- more with ``--loads`` (``1000x32``: 1,000 records per request, 32 connections, ~4x the data in flight);
 - ``ProducerPerformance``: Kafka's own producer benchmark over the Kafka listener, acks=all, 100-byte
   records, with the client settings the object-storage Kafkas recommend (``batch.size=1048576
   linger.ms=50``), ``--kafka-records`` records (0: not run);
@@ -97,18 +98,21 @@ def run_store(
     settle: float,
     idle: float,
     kafka_records: int = 0,
+    loads: tuple[tuple[int, int], ...] = ((1000, 8), (1, 32)),
 ) -> list[Row]:
     rows: list[Row] = []
     env = {"TOPICLAKE_KAFKA_PORT": "0", "TOPICLAKE_SCHEMA_REGISTRY_PORT": "0", **env}
     kafka_port = free_port() if kafka_records else 0
     gw = GatewayProcess(warehouse, root / f"gateway-{store}.log", env=env, kafka_port=kafka_port)  # type: ignore[arg-type]
     try:
-        for topic in ("big", "one", "pp"):
+        topics = {(per, conns): f"load-{per}x{conns}" for per, conns in loads}
+        for topic in (*topics.values(), "pp"):
             httpx.post(
                 f"{gw.url}/v1/topics", json={"name": topic, "partitions": partitions}, timeout=60
             ).raise_for_status()
             httpx.post(f"{gw.url}/v1/topics/{topic}/records", content=body(10), headers=JSON, timeout=60)
-        for load, topic, per, conns in (("1000 x 8", "big", 1000, 8), ("1 x 32", "one", 1, 32)):
+        for (per, conns), topic in topics.items():
+            load = f"{per} x {conns}"
             commits0 = _metric(gw.url, "topiclake_topic_commits")
             spent0 = _metric(gw.url, "topiclake_topic_commit_latency_seconds_sum")
             before = _counts(proxy)
@@ -272,6 +276,9 @@ def main() -> int:
         default=1_000_000,
         help="records of the ProducerPerformance load (0: none; smoke: 20,000)",
     )
+    parser.add_argument(
+        "--loads", default="1000x8,1x32", help="records per request x connections, each a topic of its own"
+    )
     parser.add_argument("--out", default=str(Path(__file__).with_name("results")))
     args = parser.parse_args()
     kafka_records = min(args.kafka_records, 20_000) if args.smoke else args.kafka_records
@@ -279,6 +286,7 @@ def main() -> int:
     settle, idle = (2.0, 5.0) if args.smoke else (args.settle, args.idle)
     if not _wrk.available():
         raise SystemExit("wrk is not installed: make tools-wrk")
+    loads = tuple((int(a), int(b)) for a, b in (x.split("x") for x in args.loads.split(",")))
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp, LocalS3Server() as server:
         root = Path(tmp)
@@ -294,7 +302,17 @@ def main() -> int:
             for n, store in enumerate(args.stores.split(",")):
                 if store == "local":
                     rows += run_store(
-                        store, str(root / "wh"), {}, None, root, seconds, args.partitions, 0, 0, kafka_records
+                        store,
+                        str(root / "wh"),
+                        {},
+                        None,
+                        root,
+                        seconds,
+                        args.partitions,
+                        0,
+                        0,
+                        kafka_records,
+                        loads,
                     )
                     continue
                 bucket = f"bench{n}"
@@ -315,9 +333,10 @@ def main() -> int:
                     settle,
                     idle,
                     kafka_records,
+                    loads,
                 )
     info = machine(
-        note=f"shared 2-core machine; S3: moto on loopback (serialised) behind a proxy adding "
+        note=f"shared 2-core machine; S3: moto on loopback (atomic per key) behind a proxy adding "
         f"{args.delay_ms:.0f} ms per request; {args.partitions} partitions; wrk {_wrk.version()}",
     )
     out = Path(args.out)

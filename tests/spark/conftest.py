@@ -71,7 +71,7 @@ def warehouse(tmp_path: Path) -> str:
 
 @pytest.fixture(scope="session")
 def s3_lake() -> Iterator[LocalS3Server]:
-    """The local S3 server (moto's, one request at a time) for the Spark tests on S3, started once."""
+    """The local S3 server (moto's, each request atomic per key) for the Spark tests on S3, started once."""
     server = LocalS3Server().start()
     try:
         yield server

@@ -1,6 +1,6 @@
 """The object-storage tests' harness: a real S3 API server on 127.0.0.1, and a proxy in front of it.
 
-The server (``topiclake.objectstore.devserver``: moto's S3 API, one request at a time so conditional
+The server (``topiclake.objectstore.devserver``: moto's S3 API, each request atomic per key so conditional
 writes are atomic as on S3) runs once per test session as a subprocess, stopped by its pid. Each test gets
 a bucket of its own and a counting, fault-injecting proxy (``topiclake.objectstore.ProxyProcess``, a
 process of its own); the warehouse's endpoint is the proxy, so a test can count requests or make the store

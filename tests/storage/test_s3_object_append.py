@@ -123,7 +123,8 @@ def test_files_stored_during_the_previous_log_put_under_load(store: Warehouse) -
     acked: dict[str, tuple[int, int]] = {}
     lock = threading.Lock()
     errors: list[BaseException] = []
-    with Broker(storage, BrokerConfig(linger_ms=0)) as broker:
+    # not lingering on while requests arrive (object_linger_max_ms): commits follow the store's round trip
+    with Broker(storage, BrokerConfig(linger_ms=0, object_linger_max_ms=0)) as broker:
         broker.create_topic("t", partitions=3)
         log = broker.log("t")
         assert isinstance(log._fast, ObjectAppender)

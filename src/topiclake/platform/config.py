@@ -63,6 +63,13 @@ class BrokerConfig(BaseModel):
         "files PUT in parallel, then the Delta log entry as one conditional PUT (If-None-Match), instead "
         "of delta-rs's ~10 round trips per commit (see docs/object-storage.md). Off: delta-rs commits.",
     )
+    object_linger_max_ms: float = Field(
+        250.0,
+        ge=0,
+        description="On object storage a flush lingers on while requests keep arriving, up to this long in "
+        "all: a commit costs a PUT per partition whatever it carries, so fewer, larger commits when more "
+        "is in flight than one commit takes (0: only linger_ms and the store's round trip).",
+    )
     maintenance_interval_ms: int = Field(500, ge=10, description="How often maintenance looks at each topic.")
     checkpoint_interval: int = Field(20, ge=1, description="Versions between Delta checkpoints.")
     log_retention_ms: int = Field(

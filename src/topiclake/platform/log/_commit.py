@@ -42,9 +42,13 @@ class LogCommits(LogLocal):
                     self._cond.wait()
                 if not self._queue:
                     return
-                deadline = time.monotonic() + self._linger_s()
+                linger = self._linger_s()
+                started = time.monotonic()
+                deadline, cap = started + linger, started + self._linger_cap_s(linger)
+                seen, self._lingered_on = self._queued_requests, False
                 # Adaptive linger: once as many requests wait as the last commit carried, the producers
-                # that were waiting for it are all back; lingering longer only adds latency.
+                # that were waiting for it are all back; lingering longer only adds latency. On object
+                # storage, while requests keep arriving, it lingers on (up to the cap): fewer PUTs per MB.
                 while (
                     not self._closing
                     and self._queued_records < self._config.batch_max_records
@@ -53,7 +57,11 @@ class LogCommits(LogLocal):
                 ):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        break
+                        if self._queued_requests == seen or deadline >= cap:
+                            break
+                        seen, deadline = self._queued_requests, min(cap, deadline + linger)
+                        self._lingered_on = True
+                        continue
                     self._cond.wait(remaining)
                 self._last_requests = max(1, self._queued_requests)
                 self._queued_requests = 0

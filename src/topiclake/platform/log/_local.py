@@ -98,6 +98,8 @@ class LogLocal(LogBase):
     # S3: the next commit's batches and the add actions of their files, stored while a log PUT was in
     # flight (_prefetch); used when the next commit is exactly these batches at these offsets
     _prefetched: tuple[BatchKey, list[dict[str, dict[str, object]]]] | None = None
+    # the last flush lingered on for requests still arriving (object storage, LogCommits._run)
+    _lingered_on = False
 
     @property
     def commit_times(self) -> CommitTimes:
@@ -132,6 +134,15 @@ class LogLocal(LogBase):
         fast = self._fast
         if isinstance(fast, ObjectAppender):
             return max(linger, min(fast.put_ms, 250.0) / 1000)
+        return linger
+
+    def _linger_cap_s(self, linger: float) -> float:
+        """How long a flush may linger in all while requests keep arriving: on object storage up to
+        ``object_linger_max_ms`` (a commit costs a PUT per partition whatever it carries: a load with more
+        in flight than one commit takes is cheaper in fewer, larger commits; WarpStream writes one object
+        per 250 ms); elsewhere ``linger`` (it does not linger on)."""
+        if isinstance(self._fast, ObjectAppender):
+            return max(linger, self._config.object_linger_max_ms / 1000)
         return linger
 
     def _commit_fast(
@@ -206,6 +217,8 @@ class LogLocal(LogBase):
         flusher, not two. The batches stay queued (a rebase, a lost leadership or a failure handles them
         as any queued batch); :meth:`_take_prefetched` makes them the next commit, and the files are used
         only if the batches still sit at the offsets they were stored with (else vacuum removes them)."""
+        if self._lingered_on:  # requests still arriving: they go into the next (long) linger's commit
+            return
         with self._lock:
             batches = list(self._queue)
             if not batches or self._holds or self._closing:
