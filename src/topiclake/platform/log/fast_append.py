@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,9 @@ PARTITIONS_JSON = '["partition","segment"]'
 #: Columns with min/max statistics: those delta-rs gives them to (binary and nested columns get none).
 STATS_COLUMNS = ("topic", "offset", "timestamp", "timestampType", "producer_id", "producer_epoch", "sequence")
 ENGINE = f"topiclake/{__version__} (pyarrow {pa.__version__})"
+#: Log entries an appender keeps for the maintainer's table state (:meth:`LocalAppender.take_entry`); past
+#: that the oldest are dropped (the maintainer reads them from the disk).
+ENTRIES_KEPT = 5_000
 _STRING_STATS_MAX = 32  # Delta's own prefix length for string statistics; longer values get none
 #: Files of fewer rows are written with minimal Parquet options (see :func:`encode`).
 SMALL_FILE_ROWS = 1024
@@ -102,6 +106,8 @@ class LocalAppender:
         #: the last :meth:`write_files`' rows by (partition, segment): zero-copy slices of one table, which
         #: the flusher hands to the partitions' tail caches instead of joining each partition's batches
         self.last_groups: list[tuple[tuple[int, int], pa.Table]] = []
+        self._entries: dict[int, bytes] = {}  # version -> entry, written or read here (take_entry)
+        self._entries_lock = threading.Lock()
 
     # ------------------------------------------------------------------ data files
 
@@ -180,10 +186,28 @@ class LocalAppender:
         finally:
             os.unlink(tmp)
         self.version = target
+        self._record(target, body)
         return target
 
     def entry(self, version: int) -> str:
         return os.path.join(self.log_dir, f"{version:020d}.json")
+
+    def _record(self, version: int, body: bytes) -> None:
+        """Keep the log entry of ``version`` for :meth:`take_entry`."""
+        with self._entries_lock:
+            self._entries[version] = body
+            if len(self._entries) > ENTRIES_KEPT:
+                del self._entries[next(iter(self._entries))]
+
+    def take_entry(self, version: int) -> bytes | None:
+        """The log entry of ``version`` if this appender wrote or read it (once: it is forgotten then,
+        with every older one); None: read it from the disk (:mod:`.local_state`)."""
+        with self._entries_lock:
+            body = self._entries.pop(version, None)
+            if self._entries and next(iter(self._entries)) < version:
+                for old in [v for v in self._entries if v < version]:
+                    del self._entries[old]
+        return body
 
     def _read_winners(self, first: int) -> Winners:
         winners = Winners()
@@ -195,6 +219,7 @@ class LocalAppender:
             except FileNotFoundError:
                 break
             winners.add_entry(version, raw)
+            self._record(version, raw)
             version += 1
         self.version = max(self.version, version - 1)
         return winners

@@ -34,6 +34,7 @@ from topiclake.errors import TopiclakeError
 from topiclake.platform.config import BrokerConfig
 from topiclake.platform.log._compaction_round import CompactionRound, Held, MaintenanceStats, Rewrites
 from topiclake.platform.log.file_index import FileIndex, build_index
+from topiclake.platform.log.local_state import LocalTableState
 from topiclake.platform.log.object_state import ObjectTableState, StateGone
 from topiclake.platform.storage import Storage
 from topiclake.platform.storage.delta_state import read_txn
@@ -87,6 +88,7 @@ class TableMaintainer(CompactionRound):
         held: Held | None = None,
         object_state: tuple[ObjectTableState, Callable[[int], bytes | None]] | None = None,
         leases_seen: Callable[[list[dict[str, object]]], None] | None = None,
+        local_entries: Callable[[int], bytes | None] | None = None,
     ) -> None:
         self.topic = topic
         self._leases_seen = leases_seen  # the round's listing of leases, shared with the flusher's look
@@ -120,12 +122,28 @@ class TableMaintainer(CompactionRound):
         self._lock = threading.Lock()
         # on a local disk, compactions commit the way the log's local appends do (_local_compaction.py)
         self._local = storage.is_local and config.local_append
+        # on a local disk with the broker's own appends: the file index and txn ids kept from the entries
+        # the appender wrote and read (handed over by the callable), no delta-rs replay a round
+        # (local_state.py); delta-rs only for checkpoints and vacuum
+        self._local_entries = local_entries
+        self._local_state = (
+            LocalTableState(uri, self._open, storage.filesystem(uri))
+            if local_entries is not None and self._local
+            else None
+        )
+
+    def _open(self) -> DeltaTable:
+        return DeltaTable(self.uri, storage_options=self._storage.options())
 
     def _handle(self) -> DeltaTable:
-        if self._dt is None:
-            self._dt = DeltaTable(self.uri, storage_options=self._storage.options())
-        else:
-            self._dt.update_incremental()
+        if self._dt is not None:
+            try:
+                self._dt.update_incremental()
+                return self._dt
+            except (DeltaError, OSError) as exc:  # entries it would replay cleaned up: open anew
+                reason = str(exc).splitlines()[0]
+                logger.info("topic %s: maintenance handle reopened (%s)", self.topic, reason)
+        self._dt = self._open()
         return self._dt
 
     def due(self) -> bool:
@@ -175,6 +193,8 @@ class TableMaintainer(CompactionRound):
                     except ValueError as exc:  # a checkpoint it cannot read (multi-part, V2): delta-rs's
                         logger.warning("topic %s: maintenance falls back to delta-rs (%s)", self.topic, exc)
                         self._state = None
+                elif self._local_state is not None:
+                    self._local_round(self._local_state)
                 else:
                     dt = self._handle()
                     self._round_version = dt.version()
@@ -190,6 +210,8 @@ class TableMaintainer(CompactionRound):
                 self.stats.failures += 1
                 self.stats.last_error = str(exc).splitlines()[0]
                 self._dt = None  # start from a fresh handle next round
+                if self._local_state is not None:
+                    self._local_state.version = -1  # and a fresh state
                 logger.warning("topic %s: maintenance round failed (%s); will retry", self.topic, exc)
             self.stats.durations_ms.append((time.perf_counter() - started) * 1000)
             del self.stats.durations_ms[:-1000]
@@ -205,6 +227,22 @@ class TableMaintainer(CompactionRound):
 
     def _fs(self) -> Any:
         return self._storage.filesystem(self.uri)
+
+    def _local_round(self, state: LocalTableState) -> None:
+        """A round from the state kept of the local log's entries (see :mod:`.local_state`): compaction
+        from its file index, the partitions' ends from it; the delta-rs handle is brought up to date only
+        for a checkpoint (every :data:`LOCAL_CHECKPOINT_MIN_S` at most) or a vacuum."""
+        assert self._local_entries is not None
+        state.catch_up(self._local_entries)
+        self._round_version = state.version
+        self._compact(state.version, state.index, None)
+        if not self._leads(0):
+            return
+        if self._checkpoint_due(state.version):
+            self._checkpoint(self._handle())
+        self._record_history(lambda: (state.index(), state.txn_version))
+        if time.monotonic() - self._last_vacuum >= self._config.vacuum_interval_ms / 1000:
+            self._vacuum(self._handle())
 
     def _object_round(self, state: ObjectTableState, entries: Callable[[int], bytes | None]) -> None:
         """A round from the state kept of the log's entries (see :mod:`.object_state`): compaction from
@@ -268,12 +306,16 @@ class TableMaintainer(CompactionRound):
             return False
         return True
 
+    def _checkpoint_due(self, version: int) -> bool:
+        if version - max(self.stats.last_checkpoint_version, 0) < self._config.checkpoint_interval:
+            return False
+        # hundreds of local commits a second would otherwise checkpoint twice a second
+        return not self._local or time.monotonic() - self._last_checkpoint >= LOCAL_CHECKPOINT_MIN_S
+
     def _checkpoint(self, dt: DeltaTable) -> None:
         version = dt.version()
-        if version - max(self.stats.last_checkpoint_version, 0) < self._config.checkpoint_interval:
+        if not self._checkpoint_due(version):
             return
-        if self._local and time.monotonic() - self._last_checkpoint < LOCAL_CHECKPOINT_MIN_S:
-            return  # hundreds of local commits a second would otherwise checkpoint twice a second
         dt.create_checkpoint()
         if self._leases():
             self.stats.cleanups_held += 1  # a reader holds the log whole (platform/storage/leases.py)

@@ -136,6 +136,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
             held=self.held_newest if self._fast is not None else None,
             object_state=object_state(self._fast),
             leases_seen=self._intents_seen,
+            local_entries=self._fast.take_entry if isinstance(self._fast, LocalAppender) else None,
         )
         self._recorded_ends: tuple[int | None, ...] = ()
         # with maintenance on, checkpoints and log cleanup run on the maintenance thread, not in the commit
