@@ -210,3 +210,19 @@ def test_every_full_tier_is_compacted_when_appends_fill_tier_zero_every_round(tm
     assert maintainer.stats.compactions_dropped == 0, maintainer.stats
     # one log entry a round holds every run the round merged
     assert maintainer.stats.compaction_commits < maintainer.stats.compactions, maintainer.stats
+
+
+def test_a_deleted_topics_maintainer_runs_no_more_rounds(tmp_path: Path) -> None:
+    """The maintenance thread takes its list of maintainers before a round; a topic deleted meanwhile
+    must not be maintained any more (on S3 its round asked the closed store client, found in a full run)."""
+    storage = Storage(str(tmp_path / "wh"))
+    with Broker(storage, BrokerConfig(linger_ms=0)) as broker:
+        broker.create_topic("gone", partitions=1)
+        broker.produce_arrow("gone", 0, pa.table({"value": pa.array([b"x"], pa.binary())}))
+        maintainer = broker.log("gone").maintainer
+        maintainer.run_once()
+        rounds = maintainer.stats.rounds
+        broker.delete_topic("gone")
+        maintainer.run_once()  # what the thread does with the list it took before the deletion
+        assert maintainer.stats.rounds == rounds
+        assert maintainer.stats.failures == 0, maintainer.stats.last_error

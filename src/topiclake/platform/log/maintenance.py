@@ -120,6 +120,7 @@ class TableMaintainer(CompactionRound):
         self._round_version = -1  # the table version the last round started from
         self.stats = MaintenanceStats()
         self._lock = threading.Lock()
+        self._closed = False  # the topic's log closed (deleted, or the broker stops): no more rounds
         # on a local disk, compactions commit the way the log's local appends do (_local_compaction.py)
         self._local = storage.is_local and config.local_append
         # on a local disk with the broker's own appends: the file index and txn ids kept from the entries
@@ -179,9 +180,17 @@ class TableMaintainer(CompactionRound):
             return True
         return since >= IDLE_ROUND_S or now - self._last_vacuum >= self._config.vacuum_interval_ms / 1000
 
+    def close(self) -> None:
+        """Run no round after the one in progress (waited for): the topic's log is closing, and its store
+        client with it (a deleted topic's round would otherwise ask a closed client)."""
+        with self._lock:
+            self._closed = True
+
     def run_once(self) -> None:
         """One round: checkpoint and log cleanup when due, compaction where needed, vacuum when due."""
         with self._lock:
+            if self._closed:
+                return
             started = time.perf_counter()
             self._last_round = time.monotonic()
             self._round_leases = None

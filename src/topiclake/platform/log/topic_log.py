@@ -336,6 +336,7 @@ class TopicLog(LogAppends, LogCommits, LogReads):
         for part in self._parts.values():
             part.wake()
         self._closed = True
+        self.maintainer.close()
         if isinstance(self._fast, ObjectAppender):
             self._fast.close()
         SPARES.forget(self.uri)  # no empty spare files left in the table's directories
