@@ -53,8 +53,9 @@ def test_the_maintainer_keeps_its_index_from_the_appenders_entries_without_delta
         assert ours == _delta_rs_files(log.uri, storage, version)
         assert ends == [60, 60]
         assert state.seeds == 1, "delta-rs opened once, at the first round"
-        # only the entries the appender did not write are read from the disk: compaction's own
-        assert 0 < state.entries_read <= stats.compaction_commits + 2 < version / 2
+        # only entries the appender did not hand over are read from the disk (at most compaction's own;
+        # none when every round caught up from the handed entries: seen in a loaded full run)
+        assert state.entries_read <= stats.compaction_commits + 2 < version / 2
 
 
 def test_other_writers_entries_are_read_and_a_cleanup_past_the_state_seeds_it_again(tmp_path: Path) -> None:
