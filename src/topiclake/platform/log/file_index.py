@@ -7,8 +7,11 @@ opens only the files that overlap the offsets it wants, never every file of the 
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +40,32 @@ class DataFile:
     size_bytes: int
     max_timestamp_us: int | None
     modification_time_ms: int
+
+
+def data_file_of_add(add: Mapping[str, Any], stats: Mapping[str, Any]) -> DataFile:
+    """The :class:`DataFile` of a log entry's ``add`` action and its parsed ``stats`` (offsets 0 to -1 when
+    the statistics do not give them)."""
+    mins, maxs = stats.get("minValues") or {}, stats.get("maxValues") or {}
+    values = add.get("partitionValues") or {}
+    ts = maxs.get("timestamp")
+    return DataFile(
+        path=str(add["path"]),
+        partition=int(values["partition"]),
+        segment=int(values["segment"]),
+        min_offset=int(mins.get("offset", 0)),
+        max_offset=int(maxs.get("offset", -1)),
+        num_records=int(stats.get("numRecords") or 0),
+        size_bytes=int(add["size"]),
+        max_timestamp_us=_micros(ts) if isinstance(ts, str) else None,
+        modification_time_ms=int(add["modificationTime"]),
+    )
+
+
+def _micros(iso: str) -> int:
+    stamp = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=dt.UTC)
+    return int(stamp.timestamp() * 1_000_000)
 
 
 class FileIndex:

@@ -21,7 +21,6 @@ Checkpoints, log cleanup and vacuum stay delta-rs's; they are due every few seco
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from collections.abc import Callable
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 import orjson
 from deltalake import DeltaTable
 
-from topiclake.platform.log.file_index import DataFile, FileIndex, build_index
+from topiclake.platform.log.file_index import DataFile, FileIndex, build_index, data_file_of_add
 from topiclake.platform.storage.delta_state import read_txn
 
 
@@ -158,26 +157,6 @@ def data_file(add: dict[str, Any]) -> DataFile:
         SeedAgain: they do not.
     """
     stats = orjson.loads(add.get("stats") or "{}")
-    mins, maxs = stats.get("minValues") or {}, stats.get("maxValues") or {}
-    if "offset" not in mins or "offset" not in maxs:
+    if "offset" not in (stats.get("minValues") or {}) or "offset" not in (stats.get("maxValues") or {}):
         raise SeedAgain(f"no offset statistics for {add['path']}")
-    values = add.get("partitionValues") or {}
-    ts = maxs.get("timestamp")
-    return DataFile(
-        path=str(add["path"]),
-        partition=int(values["partition"]),
-        segment=int(values["segment"]),
-        min_offset=int(mins["offset"]),
-        max_offset=int(maxs["offset"]),
-        num_records=int(stats.get("numRecords") or 0),
-        size_bytes=int(add["size"]),
-        max_timestamp_us=_micros(ts) if isinstance(ts, str) else None,
-        modification_time_ms=int(add["modificationTime"]),
-    )
-
-
-def _micros(iso: str) -> int:
-    stamp = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=dt.UTC)
-    return int(stamp.timestamp() * 1_000_000)
+    return data_file_of_add(add, stats)

@@ -18,7 +18,6 @@ maintainer keeps the table's state (live files, tombstones, ``txn`` ids, metadat
 from __future__ import annotations
 
 import concurrent.futures
-import datetime as dt
 import io
 import re
 import time
@@ -30,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from topiclake.platform.log.file_index import DataFile, FileIndex, by_offset, file_table
+from topiclake.platform.log.file_index import DataFile, FileIndex, by_offset, data_file_of_add, file_table
 from topiclake.platform.storage.s3_client import ObjectClient
 
 _MAP = pa.map_(pa.string(), pa.string())
@@ -356,28 +355,7 @@ class ObjectTableState:
 
 
 def _data_file(add: Mapping[str, Any]) -> DataFile:
-    stats = orjson.loads(add.get("stats") or "{}")
-    mins, maxs = stats.get("minValues") or {}, stats.get("maxValues") or {}
-    values = add.get("partitionValues") or {}
-    ts = maxs.get("timestamp")
-    return DataFile(
-        path=str(add["path"]),
-        partition=int(values["partition"]),
-        segment=int(values["segment"]),
-        min_offset=int(mins.get("offset", 0)),
-        max_offset=int(maxs.get("offset", -1)),
-        num_records=int(stats.get("numRecords") or 0),
-        size_bytes=int(add["size"]),
-        max_timestamp_us=_micros(ts) if isinstance(ts, str) else None,
-        modification_time_ms=int(add["modificationTime"]),
-    )
-
-
-def _micros(iso: str) -> int:
-    stamp = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=dt.UTC)
-    return int(stamp.timestamp() * 1_000_000)
+    return data_file_of_add(add, orjson.loads(add.get("stats") or "{}"))
 
 
 def _fit(value: Any, typ: pa.DataType) -> Any:
