@@ -223,12 +223,7 @@ def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
             assert c.wait(240) == 0, (tmp_path / f"copier-{q}.out").read_text()[-3000:]
         print(f"copied {N - killed_at} records in {time.monotonic() - started:.1f} s after the kill")
     finally:
-        for c in copiers:
-            if c.poll() is None:
-                c.kill()
-                c.wait(30)
-        for f in logs:
-            f.close()
+        _kafka_jars().stop_copiers(copiers, logs)
     assert _txn_coordinator(alive[0], "copier-0") != coordinator
     txns = _txn_rows(warehouse, "copier-0")
     assert sum(1 for r in txns if r["kind"] == "epoch") == 1  # never fenced, never initialized again

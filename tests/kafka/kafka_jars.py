@@ -10,9 +10,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 VERSION = "4.2.0"
 
@@ -143,6 +144,16 @@ def copier_command(bootstrap: str, partition: int) -> list[str]:
         "--enable-random-aborts",
         "--use-group-metadata",
     ]  # fmt: skip
+
+
+def stop_copiers(copiers: Sequence[subprocess.Popen[bytes]], logs: Sequence[IO[str]]) -> None:
+    """Kill the copiers still running (a test that failed midway) and close their output files."""
+    for c in copiers:
+        if c.poll() is None:
+            c.kill()
+            c.wait(30)
+    for f in logs:
+        f.close()
 
 
 def streams_classpath() -> str:

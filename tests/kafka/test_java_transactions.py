@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from gateway_harness import table_rows
 from kafka_harness import KafkaGateway
-from kafka_jars import JAVA, classpath, copier_command, streams_classpath
+from kafka_jars import JAVA, classpath, copier_command, stop_copiers, streams_classpath
 
 pytestmark = [
     pytest.mark.slow,
@@ -79,12 +79,7 @@ def test_copiers_with_random_aborts_one_killed_and_restarted_copy_exactly_once(
         for c in copiers:
             assert c.wait(180) == 0, (tmp_path / "copier-0.out").read_text()[-3000:]
     finally:
-        for c in copiers:
-            if c.poll() is None:
-                c.kill()
-                c.wait(30)
-        for f in logs:
-            f.close()
+        stop_copiers(copiers, logs)
     # the table holds each input exactly once, at contiguous offsets: aborted copies never entered it
     values = _contiguous(kafka, "sout")
     assert sorted(int(v) for v in values) == list(range(n))
