@@ -255,3 +255,110 @@ def test_partition_ends_recorded_from_the_state_without_reading_the_log(s3: S3Wa
     assert recorded_partition_offsets(storage)[(info.topic_id, 1)] == (0, 4)
     topic_log = [r for r in requests if "topics/t/_delta_log" in unquote(r[3]) and r[1] in ("GET", "LIST")]
     assert not topic_log, topic_log
+
+
+def test_tombstones_kept_as_arrow_through_checkpoints(s3: S3Warehouse) -> None:
+    """A busy table's tombstones (thousands of compacted files) go into each checkpoint without a Python
+    row each: the state seeded from the checkpoint holds the unexpired ones, an expired one or a path added
+    again is left out, and delta-rs opens the table from that checkpoint."""
+    from deltalake import write_deltalake
+
+    from topiclake.platform.storage.s3_client import S3Client, s3_location
+    from topiclake.schemas import TOPIC_SCHEMA
+
+    storage = Storage(s3.uri, s3.options)
+    uri = storage.topic_uri("busy")
+    opts = storage.options()
+    for i in range(2):
+        rows = {name: [None] for name in TOPIC_SCHEMA.names}
+        rows.update(value=[f"v{i}".encode()], partition=[0], offset=[i], segment=[0])
+        table = pa.table(rows, schema=TOPIC_SCHEMA)
+        write_deltalake(
+            uri, table, mode="append", partition_by=["partition", "segment"], storage_options=opts
+        )
+    now = int(time.time() * 1000)
+    week = 7 * 24 * 3600 * 1000
+    lines = [{"commitInfo": {"timestamp": now, "operation": "OPTIMIZE"}}]
+    for i in range(3000):  # a week-old tombstone every third: past the default retention
+        stamp = now - week - 1000 if i % 3 == 0 else now - i
+        path = f"partition=0/segment=0/gone-{i}.parquet"
+        lines.append({"remove": {"path": path, "deletionTimestamp": stamp, "dataChange": False, "size": 10}})
+    lines.append({"remove": {"path": "partition=0/segment=0/again.parquet", "deletionTimestamp": now}})
+    lines.append(
+        {
+            "add": {
+                "path": "partition=0/segment=0/again.parquet",
+                "partitionValues": {"partition": "0", "segment": "0"},
+                "size": 1,
+                "modificationTime": now,
+                "dataChange": True,
+            }
+        }
+    )
+    location = s3_location(s3.uri, s3.options)
+    assert location is not None
+    client = S3Client(location)
+    try:
+        client.put("topics/busy/_delta_log/00000000000000000002.json", b"\n".join(map(orjson.dumps, lines)))
+        state = ObjectTableState(client, "topics/busy")
+        state.seed()
+        assert state.version == 2 and len(state.tombstones) == 3000
+        assert state.tombstones.any_between(now - 10_000, now) and not state.tombstones.any_between(
+            now, now + 1
+        )
+        assert state.write_checkpoint() == 2
+        fresh = ObjectTableState(client, "topics/busy")
+        fresh.seed()
+        hint = orjson.loads(client.get("topics/busy/_delta_log/_last_checkpoint") or b"{}")
+    finally:
+        client.close()
+    kept = {f"partition=0/segment=0/gone-{i}.parquet" for i in range(3000) if i % 3}
+    assert fresh.checkpoint_version == 2 and fresh.tombstones.paths() == kept == state.tombstones.paths()
+    assert set(fresh.adds) == set(state.adds) and "partition=0/segment=0/again.parquet" in fresh.adds
+    assert hint["size"] == 2 + len(state.adds) + len(kept)
+    dt = DeltaTable(uri, storage_options=opts)
+    assert dt.version() == 2
+    assert set(pa.table(dt.get_add_actions(flatten=True))["path"].to_pylist()) == set(state.adds)
+
+
+def test_compacted_files_are_vacuumed_once_their_tombstones_come_of_age(s3: S3Warehouse) -> None:
+    """The vacuum on S3 runs when a tombstone (kept in Arrow form, _checkpoint_rows.py) came of age: the
+    files compaction removed leave the bucket, the live ones and every record stay."""
+    from pyarrow.fs import FileSelector
+
+    config = BrokerConfig(
+        linger_ms=0,
+        compact_min_files=4,
+        checkpoint_interval=8,
+        maintenance_interval_ms=100,
+        vacuum_interval_ms=1000,
+        vacuum_retention_hours=0,
+    )
+    storage = Storage(s3.uri, s3.options)
+    acked: dict[str, tuple[int, int]] = {}
+    uri = storage.topic_uri("t")
+    fs = storage.filesystem(uri)
+
+    def data_files() -> set[str]:
+        infos = fs.get_file_info(FileSelector("", recursive=True))
+        return {i.path.strip("/") for i in infos if i.is_file and "_delta_log" not in i.path}
+
+    with Broker(storage, config) as broker:
+        broker.create_topic("t", partitions=2)
+        stats = broker.log("t").maintainer.stats
+        _produce(broker, 24, "a", acked)
+        deadline = time.monotonic() + 60
+        while stats.vacuums < 1 or stats.compactions < 2:
+            assert time.monotonic() < deadline, stats
+            time.sleep(0.2)
+        state = broker.log("t").maintainer._state
+        assert state is not None and stats.failures == 0, stats
+        live = set(state[0].adds)
+        while data_files() - live:  # compacted files past their tombstones' 2 s leave the bucket
+            assert time.monotonic() < deadline, (stats, sorted(data_files() - live)[:5])
+            time.sleep(0.5)
+            live = set(state[0].adds)
+    rows = table_rows(storage, "t")
+    check_log(rows, 2)
+    check_acked(acked, rows)
+    assert len(rows) == len(acked) == 48

@@ -53,6 +53,13 @@ IDLE_ROUND_S = 60.0
 #: (every live file and a minute of tombstones) took a quarter of the maintenance thread, slipping the
 #: rounds that keep files bounded (bench/sustained.py, issue 25). Readers replay at most this much log.
 LOCAL_CHECKPOINT_MIN_S = 2.0
+#: On object storage a table of N actions (live files and tombstones) is checkpointed at most every N / this
+#: many seconds (and at least ``checkpoint_interval`` versions apart): a checkpoint is one PUT of all its
+#: actions, so a busy topic's ~100,000 tombstones would otherwise be uploaded (several MB) every second.
+OBJECT_CHECKPOINT_ACTIONS_S = 10_000
+#: ... and at most this long apart, seconds, once ``checkpoint_interval`` versions came: readers replay at
+#: most this much log (one GET an entry) after the checkpoint.
+OBJECT_CHECKPOINT_MAX_S = 10.0
 #: How long a local topic table keeps tombstones (``delta.deletedFileRetentionDuration``, set by the topic
 #: log when it opens the table). Compaction on the local append path removes every appended file, a few
 #: hundred a second under load: with Delta's week of tombstones each checkpoint carried all of them (4,900
@@ -278,8 +285,7 @@ class TableMaintainer(CompactionRound):
             self._history_version = state.version
         if time.monotonic() - self._last_vacuum >= self._config.vacuum_interval_ms / 1000:
             cutoff = int((time.time() - self._config.vacuum_retention_hours * 3600) * 1000)
-            stamps = (int(r.get("deletionTimestamp") or 0) for r in list(state.removes.values()))
-            if any(self._vacuumed_to < t <= cutoff for t in stamps):
+            if state.tombstones.any_between(self._vacuumed_to, cutoff):
                 self._vacuum(DeltaTable(self.uri, storage_options=self._storage.options()))
                 self._vacuumed_to = cutoff
             else:
@@ -289,6 +295,12 @@ class TableMaintainer(CompactionRound):
     def _own_checkpoint(self, state: ObjectTableState) -> None:
         last = max(self.stats.last_checkpoint_version, state.checkpoint_version, 0)
         if state.version - last < self._config.checkpoint_interval:
+            return
+        # a checkpoint rewrites every live file and tombstone (over an hour of compacted files on object
+        # storage): one of N actions at most every N / OBJECT_CHECKPOINT_ACTIONS_S seconds, 10 s at most
+        actions = len(state.adds) + len(state.tombstones)
+        wait = min(OBJECT_CHECKPOINT_MAX_S, actions / OBJECT_CHECKPOINT_ACTIONS_S)
+        if time.monotonic() - self._last_checkpoint < wait:
             return
         cleaned = state.checkpoint(
             self._config.log_retention_ms,

@@ -29,104 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from topiclake.platform.log._checkpoint_rows import CHECKPOINT_SCHEMA, Tombstones, fit, plain
 from topiclake.platform.log.file_index import DataFile, FileIndex, by_offset, data_file_of_add, file_table
 from topiclake.platform.storage.s3_client import ObjectClient
 
-_MAP = pa.map_(pa.string(), pa.string())
-_DV = pa.struct(
-    [
-        pa.field("storageType", pa.string(), False),
-        pa.field("pathOrInlineDv", pa.string(), False),
-        pa.field("offset", pa.int32()),
-        pa.field("sizeInBytes", pa.int32(), False),
-        pa.field("cardinality", pa.int64(), False),
-    ]
-)
-_FORMAT = pa.struct([pa.field("provider", pa.string(), False), pa.field("options", _MAP, False)])
-_STRINGS = pa.list_(pa.field("element", pa.string(), False))
-#: The columns of a checkpoint as deltalake 1.6.6 writes them (readers find actions by column name).
-CHECKPOINT_SCHEMA = pa.schema(
-    [
-        pa.field(
-            "add",
-            pa.struct(
-                [
-                    pa.field("path", pa.string(), False),
-                    pa.field("partitionValues", _MAP, False),
-                    pa.field("size", pa.int64(), False),
-                    pa.field("modificationTime", pa.int64(), False),
-                    pa.field("dataChange", pa.bool_(), False),
-                    pa.field("stats", pa.string()),
-                    pa.field("tags", _MAP),
-                    pa.field("deletionVector", _DV),
-                    pa.field("baseRowId", pa.int64()),
-                    pa.field("defaultRowCommitVersion", pa.int64()),
-                    pa.field("clusteringProvider", pa.string()),
-                ]
-            ),
-        ),
-        pa.field(
-            "remove",
-            pa.struct(
-                [
-                    pa.field("path", pa.string(), False),
-                    pa.field("deletionTimestamp", pa.int64()),
-                    pa.field("dataChange", pa.bool_(), False),
-                    pa.field("extendedFileMetadata", pa.bool_()),
-                    pa.field("partitionValues", _MAP),
-                    pa.field("size", pa.int64()),
-                    pa.field("stats", pa.string()),
-                    pa.field("tags", _MAP),
-                    pa.field("deletionVector", _DV),
-                    pa.field("baseRowId", pa.int64()),
-                    pa.field("defaultRowCommitVersion", pa.int64()),
-                ]
-            ),
-        ),
-        pa.field(
-            "metaData",
-            pa.struct(
-                [
-                    pa.field("id", pa.string(), False),
-                    pa.field("name", pa.string()),
-                    pa.field("description", pa.string()),
-                    pa.field(
-                        "format",
-                        pa.struct(
-                            [pa.field("provider", pa.string(), False), pa.field("options", _MAP, False)]
-                        ),
-                        False,
-                    ),
-                    pa.field("schemaString", pa.string(), False),
-                    pa.field("partitionColumns", _STRINGS, False),
-                    pa.field("createdTime", pa.int64()),
-                    pa.field("configuration", _MAP, False),
-                ]
-            ),
-        ),
-        pa.field(
-            "protocol",
-            pa.struct(
-                [
-                    pa.field("minReaderVersion", pa.int32(), False),
-                    pa.field("minWriterVersion", pa.int32(), False),
-                    pa.field("readerFeatures", _STRINGS),
-                    pa.field("writerFeatures", _STRINGS),
-                ]
-            ),
-        ),
-        pa.field(
-            "txn",
-            pa.struct(
-                [
-                    pa.field("appId", pa.string(), False),
-                    pa.field("version", pa.int64(), False),
-                    pa.field("lastUpdated", pa.int64()),
-                ]
-            ),
-        ),
-    ]
-)
 _DEFAULT_TOMBSTONES_S = 7 * 24 * 3600  # Delta's delta.deletedFileRetentionDuration default: a week
 _UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
 
@@ -151,7 +57,7 @@ class ObjectTableState:
         self.metadata: dict[str, Any] = {}
         self.txns: dict[str, dict[str, Any]] = {}
         self.adds: dict[str, dict[str, Any]] = {}
-        self.removes: dict[str, dict[str, Any]] = {}
+        self.tombstones = Tombstones()  # the removed files' actions, until they expire (_checkpoint_rows.py)
         self.entry_times: dict[int, int] = {}  # version -> its commit's timestamp (ms), not yet deleted
         self.checkpoint_version = -1
         self.seeded_at = time.monotonic()  # entries before the seed's checkpoint are not in entry_times
@@ -202,12 +108,15 @@ class ObjectTableState:
 
     def _read_checkpoint(self, body: bytes) -> None:
         table = pq.read_table(io.BytesIO(body))
-        names = [n for n in ("add", "remove", "metaData", "protocol", "txn") if n in table.column_names]
+        if "remove" in table.column_names:  # most of a busy table's rows: kept as Arrow
+            self.tombstones.load(table["remove"])
+            table = table.filter(pc.is_null(table["remove"]))
+        names = [n for n in ("add", "metaData", "protocol", "txn") if n in table.column_names]
         types = {n: table.schema.field(n).type for n in names}
         for row in table.select(names).to_pylist():
             for name in names:
                 if row[name] is not None:
-                    self._take({name: _plain(row[name], types[name])})
+                    self._take({name: plain(row[name], types[name])})
 
     def catch_up(self, target: int, handed: Callable[[int], bytes | None]) -> None:
         """Move to ``target`` with the entries ``handed`` over (the appender's), GETting the others.
@@ -238,11 +147,11 @@ class ObjectTableState:
         if "add" in action:
             add = action["add"]
             self.adds[add["path"]] = add
-            self.removes.pop(add["path"], None)
+            self.tombstones.discard(add["path"])
         elif "remove" in action:
             remove = action["remove"]
             self.adds.pop(remove["path"], None)
-            self.removes[remove["path"]] = remove
+            self.tombstones.add(remove)
         elif "txn" in action:
             self.txns[action["txn"]["appId"]] = action["txn"]
         elif "metaData" in action:
@@ -302,21 +211,26 @@ class ObjectTableState:
         """
         version = self.version
         expired = (time.time() - self.tombstone_retention_s()) * 1000
-        self.removes = {
-            p: r for p, r in self.removes.items() if int(r.get("deletionTimestamp") or 0) > expired
-        }
+        tombstones = self.tombstones.column(expired, set(self.adds))
         rows: list[dict[str, Any]] = [{"protocol": self.protocol}, {"metaData": self.metadata}]
         rows += ({"txn": t} for t in self.txns.values())
         rows += ({"add": a} for a in self.adds.values())
-        rows += ({"remove": r} for r in self.removes.values())
-        fitted = [{k: _fit(v, CHECKPOINT_SCHEMA.field(k).type) for k, v in row.items()} for row in rows]
+        fitted = [{k: fit(v, CHECKPOINT_SCHEMA.field(k).type) for k, v in row.items()} for row in rows]
+        actions = pa.Table.from_pylist(fitted, schema=CHECKPOINT_SCHEMA)
+        removes = pa.Table.from_arrays(
+            [
+                tombstones if f.name == "remove" else _nulls(len(tombstones), f.type)
+                for f in CHECKPOINT_SCHEMA
+            ],
+            schema=CHECKPOINT_SCHEMA,
+        )
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pylist(fitted, schema=CHECKPOINT_SCHEMA), sink, compression="snappy")
+        pq.write_table(pa.concat_tables([actions, removes]), sink, compression="snappy")
         body = sink.getvalue().to_pybytes()
         self.client.put(self._key(f"{version:020d}.checkpoint.parquet"), body)
         hint = {
             "version": version,
-            "size": len(rows),
+            "size": len(rows) + len(tombstones),
             "sizeInBytes": len(body),
             "numOfAddFiles": len(self.adds),
         }
@@ -358,30 +272,7 @@ def _data_file(add: Mapping[str, Any]) -> DataFile:
     return data_file_of_add(add, orjson.loads(add.get("stats") or "{}"))
 
 
-def _fit(value: Any, typ: pa.DataType) -> Any:
-    """A JSON action's value in the form pyarrow takes for ``typ`` (maps as pairs; absent nulls)."""
-    if value is None:
-        return None
-    if pa.types.is_map(typ):
-        return list(value.items()) if isinstance(value, Mapping) else value
-    if pa.types.is_struct(typ):
-        return {f.name: _fit(value.get(f.name), f.type) for f in typ} | _required(value, typ)
-    return value
-
-
-def _required(value: Mapping[str, Any], typ: pa.StructType) -> dict[str, Any]:
-    """Non-null map fields absent from a JSON action (``format.options``, ``configuration``): empty."""
-    return {
-        f.name: [] for f in typ if not f.nullable and pa.types.is_map(f.type) and value.get(f.name) is None
-    }
-
-
-def _plain(value: Any, typ: pa.DataType) -> Any:
-    """A checkpoint row's value as the JSON action it stands for (maps as dicts, nulls left out)."""
-    if value is None:
-        return None
-    if pa.types.is_map(typ):
-        return dict(value)
-    if pa.types.is_struct(typ):
-        return {f.name: _plain(value[f.name], f.type) for f in typ if value.get(f.name) is not None}
-    return value
+def _nulls(n: int, typ: pa.DataType) -> pa.Array:
+    """``n`` null rows of an action column (``pa.nulls`` leaves a struct's required fields null, which
+    Parquet refuses)."""
+    return pa.array([None] * n, typ)
