@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from topiclake import errors as e
+from topiclake.schema_registry import errors as sr
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +51,12 @@ ERROR_TABLE: dict[type[e.TopiclakeError], tuple[int, int]] = {
     e.GroupNotEmpty: (409, 40903),
     e.InconsistentGroupProtocol: (409, 40903),
     # the schema registry's own errors, when a REST Proxy produce names or sends a schema
-    e.SchemaRegistryError: (500, 50001),
-    e.SchemaNotFound: (404, 40403),
-    e.SubjectNotFound: (404, 40401),
-    e.InvalidSchema: (422, 42201),
-    e.IncompatibleSchema: (409, 409),
-    e.OperationNotPermitted: (422, 42205),
+    sr.SchemaRegistryError: (500, 50001),
+    sr.SchemaNotFound: (404, 40403),
+    sr.SubjectNotFound: (404, 40401),
+    sr.InvalidSchema: (422, 42201),
+    sr.IncompatibleSchema: (409, 409),
+    sr.OperationNotPermitted: (422, 42205),
     e.SchemaMissing: (422, 42202),
 }
 

@@ -13,8 +13,9 @@ import avro.schema
 import fastavro
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
-from topiclake.errors import InvalidSchema, RecordSchemaMismatch
+from topiclake.errors import RecordSchemaMismatch
 from topiclake.schema_registry._parsed import ParsedSchema
+from topiclake.schema_registry.errors import InvalidSchema
 
 
 class AvroSchema(ParsedSchema):

@@ -19,8 +19,9 @@ import jsonschema.validators
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from topiclake.errors import InvalidSchema, RecordSchemaMismatch
+from topiclake.errors import RecordSchemaMismatch
 from topiclake.schema_registry._parsed import ParsedSchema
+from topiclake.schema_registry.errors import InvalidSchema
 
 
 def _types(schema: Any) -> set[str] | None:

@@ -2,7 +2,7 @@
 
 Type names are resolved as ``protoc`` does it, innermost scope first: against the file's own messages and
 enums, and against the symbols of the files it imports (``symbols``: full names with a leading dot, as
-:func:`symbols_of` lists them). A name that resolves nowhere is an :class:`~topiclake.errors.InvalidSchema`.
+:func:`symbols_of` lists them). A name that resolves nowhere is an :class:`~.errors.InvalidSchema`.
 proto3 ``optional`` fields get their synthetic oneof (explicit presence), as ``protoc`` writes them.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2
 from proto_schema_parser import ast
 
-from topiclake.errors import InvalidSchema
+from topiclake.schema_registry.errors import InvalidSchema
 
 _F = descriptor_pb2.FieldDescriptorProto
 _SCALARS = {

@@ -14,7 +14,8 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError, Message
 
-from topiclake.errors import InvalidSchema, RecordSchemaMismatch
+from topiclake.errors import RecordSchemaMismatch
+from topiclake.schema_registry.errors import InvalidSchema
 
 
 class ProtobufCodec:

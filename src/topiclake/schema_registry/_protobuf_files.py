@@ -20,8 +20,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
 from proto_schema_parser.parser import Parser
 
-from topiclake.errors import InvalidSchema
 from topiclake.schema_registry._protobuf_ast import file_descriptor, imports_of, symbols_of
+from topiclake.schema_registry.errors import InvalidSchema
 
 __all__ = ["FileSet", "well_known"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from topiclake.errors import InvalidMode, SubjectConfigNotFound
 from topiclake.schema_registry import compatibility, rules
+from topiclake.schema_registry.errors import InvalidMode, SubjectConfigNotFound
 from topiclake.schema_registry.store import SchemaStore, row
 
 __all__ = ["MODES", "SubjectSettings"]

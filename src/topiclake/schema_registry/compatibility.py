@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from topiclake.errors import InvalidCompatibilityLevel
+from topiclake.schema_registry.errors import InvalidCompatibilityLevel
 from topiclake.schema_registry.formats import ParsedSchema
 
 __all__ = ["DEFAULT_LEVEL", "LEVELS", "check", "validate_level"]

@@ -1,7 +1,7 @@
 """Parsed schemas of the three types the registry knows: AVRO, JSON (Schema) and PROTOBUF.
 
 :func:`parse` turns a schema's text (plus the texts of the schemas it references, already resolved by the
-registry) into a :class:`ParsedSchema`, raising :class:`~topiclake.errors.InvalidSchema` when it does not
+registry) into a :class:`ParsedSchema`, raising :class:`~.errors.InvalidSchema` when it does not
 parse. A parsed schema knows its canonical form (what makes two registrations "the same schema") and which
 other schema versions it can read (:meth:`ParsedSchema.read_errors`), the building block of compatibility.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from topiclake.errors import InvalidSchema
 from topiclake.schema_registry._parsed import SCHEMA_TYPES, ParsedSchema, Reference
+from topiclake.schema_registry.errors import InvalidSchema
 
 __all__ = ["SCHEMA_TYPES", "ParsedSchema", "Reference", "parse"]
 

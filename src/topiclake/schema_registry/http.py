@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 import topiclake
 from topiclake import errors as e
+from topiclake.schema_registry import errors as sr
 from topiclake.schema_registry._paths import SlashedSubjects, SubjectRoute
 from topiclake.schema_registry.formats import SCHEMA_TYPES
 from topiclake.schema_registry.registry import SchemaRegistry
@@ -69,7 +70,7 @@ async def _body(request: Request) -> dict[str, Any]:
 def _schema_id(raw: str) -> int:
     if raw.isascii() and raw.isdigit() and len(raw) < 12:
         return int(raw)
-    raise e.SchemaNotFound(f"Schema {raw[:20]} not found")
+    raise sr.SchemaNotFound(f"Schema {raw[:20]} not found")
 
 
 # ------------------------------------------------------------------ root and schemas
@@ -316,7 +317,7 @@ async def put_subject_mode(subject: str, request: Request) -> Response:
 def _install_errors(app: FastAPI) -> None:
     async def on_registry_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, e.TopiclakeError)
-        if isinstance(exc, e.SchemaRegistryError):
+        if isinstance(exc, sr.SchemaRegistryError):
             code = exc.error_code
             status = code if code < 1000 else code // 100
         elif isinstance(exc, e.InvalidRequest):

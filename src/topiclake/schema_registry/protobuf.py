@@ -13,9 +13,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from topiclake.errors import InvalidSchema, RecordSchemaMismatch
+from topiclake.errors import RecordSchemaMismatch
 from topiclake.schema_registry._parsed import ParsedSchema
 from topiclake.schema_registry._protobuf_files import FileSet, from_base64
+from topiclake.schema_registry.errors import InvalidSchema
 
 _WIRE_GROUPS = (
     {"int32", "int64", "uint32", "uint64", "bool"},

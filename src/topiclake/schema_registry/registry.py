@@ -13,7 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from topiclake.errors import (
+from topiclake.platform.storage import Storage
+from topiclake.schema_registry import compatibility, rules
+from topiclake.schema_registry._settings import MODES, SubjectSettings
+from topiclake.schema_registry.errors import (
     IncompatibleSchema,
     InvalidSchema,
     OperationNotPermitted,
@@ -25,9 +28,6 @@ from topiclake.errors import (
     SubjectNotSoftDeleted,
     SubjectSoftDeleted,
 )
-from topiclake.platform.storage import Storage
-from topiclake.schema_registry import compatibility, rules
-from topiclake.schema_registry._settings import MODES, SubjectSettings
 from topiclake.schema_registry.formats import SCHEMA_TYPES, ParsedSchema, Reference, parse
 from topiclake.schema_registry.store import RegistryState, SchemaStore, StoredSchema, row
 

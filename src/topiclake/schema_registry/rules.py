@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from topiclake.errors import InvalidSchema, InvalidSchemaVersion, ReferenceExists, SubjectNotFound
 from topiclake.schema_registry import compatibility
+from topiclake.schema_registry.errors import (
+    InvalidSchema,
+    InvalidSchemaVersion,
+    ReferenceExists,
+    SubjectNotFound,
+)
 from topiclake.schema_registry.formats import Reference
 from topiclake.schema_registry.store import RegistryState, VersionEntry
 

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
-from topiclake.errors import InvalidRequest, RecordSchemaMismatch, SchemaNotFound
+from topiclake.errors import InvalidRequest, RecordSchemaMismatch
 from topiclake.platform.catalog.topic_config import TopicConfig
 from topiclake.schema_registry._avro import AvroSchema
 from topiclake.schema_registry._jsonschema import JsonSchema
 from topiclake.schema_registry._parsed import ParsedSchema
+from topiclake.schema_registry.errors import SchemaNotFound
 from topiclake.schema_registry.registry import SchemaRegistry
 from topiclake.schema_registry.wire import decode_wire, encode_wire, schema_id_of
 

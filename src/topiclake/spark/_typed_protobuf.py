@@ -17,7 +17,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from topiclake.errors import InvalidSchema
+from topiclake.schema_registry.errors import InvalidSchema
 from topiclake.schema_registry.formats import parse
 from topiclake.schema_registry.protobuf import ProtobufSchema
 from topiclake.spark._protobuf_sql import message_sql

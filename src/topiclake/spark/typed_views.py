@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from topiclake.errors import InvalidSchema
+from topiclake.schema_registry.errors import InvalidSchema
 from topiclake.schema_registry.rules import resolve
 from topiclake.schema_registry.store import RegistryState
 from topiclake.schemas.schema_registry import SCHEMAS_TABLE
