@@ -125,9 +125,9 @@ def test_a_commit_over_many_partitions_writes_each_files_stats_as_delta_rs(tmp_p
 
 
 def test_small_files_skip_dictionaries_and_keep_offset_and_timestamp_statistics(tmp_path: Path) -> None:
-    """An append's small file: no dictionary pages, Parquet statistics of offset and timestamp only (the
-    cheaper encode); a file of SMALL_FILE_ROWS rows or more (a compaction's) keeps pyarrow's defaults. Both
-    read back as the rows written."""
+    """An append's small file: no dictionary pages, Parquet statistics of offset and timestamp only, no
+    stored Arrow schema (the cheaper encode); a file of SMALL_FILE_ROWS rows or more (a compaction's) keeps
+    pyarrow's defaults. Both read back as the rows written (the timestamp as UTC microseconds)."""
     storage = Storage(str(tmp_path / "wh"))
     with Broker(storage, BrokerConfig(**QUIET)) as broker:  # type: ignore[arg-type]
         broker.create_topic("t", partitions=1)
@@ -138,6 +138,8 @@ def test_small_files_skip_dictionaries_and_keep_offset_and_timestamp_statistics(
         columns = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
         with_stats = {name for name, col in columns.items() if col.is_stats_set}
         dictionary = {name for name, col in columns.items() if col.has_dictionary_page}
+        stored_schema = b"ARROW:schema" in (pq.read_metadata(pa.BufferReader(encode(table))).metadata or {})
+        assert stored_schema != small
         if small:
             assert with_stats == {"offset", "timestamp"} and not dictionary, (with_stats, dictionary)
         else:
