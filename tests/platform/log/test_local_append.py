@@ -17,6 +17,7 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log._commit import LogCommits
 from topiclake.platform.log._local_compaction import commit_rewrite
+from topiclake.platform.log.commit_files import split
 from topiclake.platform.log.fast_append import SMALL_FILE_ROWS, LocalAppender, LostRace, encode, file_stats
 from topiclake.platform.log.file_cache import SmallFileCache
 from topiclake.platform.log.file_cursors import FileCursors
@@ -341,3 +342,24 @@ def test_a_tail_read_without_a_byte_limit_reads_what_a_limited_read_does() -> No
     assert unbounded is not None and unbounded.equals(limited)
     cut = tail.read(5, 40, 1_000)
     assert cut is not None and 0 < cut.num_rows < 40
+
+
+def test_rows_already_grouped_split_into_the_same_files_without_a_take() -> None:
+    """A local commit builds its table partition by partition, so split() takes its runs where they stand;
+    the rows of each (partition, segment) are those the general path (sort and take) gives, in order."""
+    parts = [3, 0, 3, 1, 0, 3, 1, 2]
+    segs = [0, 0, 5, 0, 0, 5, 0, 0]
+    mixed = pa.table(
+        {
+            "partition": pa.array(parts, pa.int32()),
+            "segment": pa.array(segs, pa.int64()),
+            "offset": pa.array(range(8), pa.int64()),
+        }
+    )
+    grouped = mixed.sort_by([("partition", "ascending"), ("segment", "ascending"), ("offset", "ascending")])
+    fast, general = split(grouped), split(mixed)
+    assert fast.table is grouped  # no take: the groups are slices of the table itself
+    assert fast.keys == [(0, 0), (1, 0), (2, 0), (3, 0), (3, 5)] and fast.counts == [2, 2, 1, 1, 2]
+    assert dict(fast.groups()).keys() == dict(general.groups()).keys()
+    for key, rows in general.groups():
+        assert dict(fast.groups())[key].equals(rows), key

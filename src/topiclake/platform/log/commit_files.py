@@ -61,13 +61,25 @@ class Split:
 
 def split(data: pa.Table) -> Split:
     """``data`` split by (partition, segment), in first-seen order (numpy: an Acero group-by and a filter
-    per group cost more than the Parquet encoding of a small commit). Many groups (a commit over many
-    partitions) cost one stable sort and one ``take``."""
+    per group cost more than the Parquet encoding of a small commit). Rows already grouped in ascending
+    order (a local commit builds its table so) are split into runs where they stand; other tables of many
+    groups cost one stable sort and one ``take``."""
     parts = data["partition"].to_numpy()
     segs = data["segment"].to_numpy()
     if (parts == parts[0]).all() and (segs == segs[0]).all():
         return Split(data, [(int(parts[0]), int(segs[0]))], [0], [data.num_rows])
     keys = parts.astype(np.int64) << 40 | segs.astype(np.int64)
+    mask = (1 << 40) - 1
+    if (keys[1:] >= keys[:-1]).all():  # already grouped (a local commit's table): runs, no take
+        bounds = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+        starts_ = np.concatenate(([0], bounds))
+        counts_ = np.diff(np.concatenate((starts_, [len(keys)])))
+        return Split(
+            data if data.column(0).num_chunks == 1 else data.combine_chunks(),
+            [(int(k) >> 40, int(k) & mask) for k in keys[starts_]],
+            starts_.tolist(),
+            counts_.tolist(),
+        )
     uniq, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
     order = np.argsort(first)  # the groups in first-seen order
     rank = np.empty(len(uniq), dtype=np.int64)
@@ -76,7 +88,6 @@ def split(data: pa.Table) -> Split:
     grouped = data.take(pa.array(by_group)).combine_chunks()
     ordered = counts[order]
     starts = np.concatenate(([0], np.cumsum(ordered)[:-1]))
-    mask = (1 << 40) - 1
     return Split(
         grouped,
         [(int(k) >> 40, int(k) & mask) for k in uniq[order]],
