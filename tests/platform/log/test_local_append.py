@@ -17,10 +17,12 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log._commit import LogCommits
 from topiclake.platform.log._local_compaction import commit_rewrite
+from topiclake.platform.log.commit_files import split
 from topiclake.platform.log.fast_append import SMALL_FILE_ROWS, LocalAppender, LostRace, encode, file_stats
 from topiclake.platform.log.file_cache import SmallFileCache
 from topiclake.platform.log.file_cursors import FileCursors
 from topiclake.platform.log.file_index import build_index, read_file, read_files
+from topiclake.platform.log.tail_cache import UNBOUNDED, TailCache
 
 QUIET = {"maintenance_interval_ms": 60_000}  # maintenance on (the local path needs it), idle in the test
 
@@ -125,9 +127,9 @@ def test_a_commit_over_many_partitions_writes_each_files_stats_as_delta_rs(tmp_p
 
 
 def test_small_files_skip_dictionaries_and_keep_offset_and_timestamp_statistics(tmp_path: Path) -> None:
-    """An append's small file: no dictionary pages, Parquet statistics of offset and timestamp only (the
-    cheaper encode); a file of SMALL_FILE_ROWS rows or more (a compaction's) keeps pyarrow's defaults. Both
-    read back as the rows written."""
+    """An append's small file: no dictionary pages, Parquet statistics of offset and timestamp only, no
+    stored Arrow schema (the cheaper encode); a file of SMALL_FILE_ROWS rows or more (a compaction's) keeps
+    pyarrow's defaults. Both read back as the rows written (the timestamp as UTC microseconds)."""
     storage = Storage(str(tmp_path / "wh"))
     with Broker(storage, BrokerConfig(**QUIET)) as broker:  # type: ignore[arg-type]
         broker.create_topic("t", partitions=1)
@@ -138,6 +140,8 @@ def test_small_files_skip_dictionaries_and_keep_offset_and_timestamp_statistics(
         columns = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
         with_stats = {name for name, col in columns.items() if col.is_stats_set}
         dictionary = {name for name, col in columns.items() if col.has_dictionary_page}
+        stored_schema = b"ARROW:schema" in (pq.read_metadata(pa.BufferReader(encode(table))).metadata or {})
+        assert stored_schema != small
         if small:
             assert with_stats == {"offset", "timestamp"} and not dictionary, (with_stats, dictionary)
         else:
@@ -322,3 +326,40 @@ def test_a_many_partition_commit_fills_each_tail_with_its_files_rows(
         rows = table.filter(pc.equal(table["partition"], p)).sort_by("offset")
         assert tail is not None and tail["offset"].to_pylist() == list(range(rows.num_rows)), p
         assert tail.select(["key", "value", "segment"]).equals(rows.select(["key", "value", "segment"])), p
+
+
+def test_a_tail_read_without_a_byte_limit_reads_what_a_limited_read_does() -> None:
+    """Compaction reads a run's records from the tail with no byte limit (UNBOUNDED: no piece is sized; a
+    sliced table's ``nbytes`` walks every chunk, ~190 us a run on 12 partitions): the same rows as a read
+    with a limit they fit in, ``max_records`` still bounding it; a real limit still cuts the read."""
+    tail = TailCache(1 << 30)
+    for i in range(20):  # 20 small commits: one merged entry of many chunks
+        offsets = pa.array(range(3 * i, 3 * i + 3), pa.int64())
+        tail.add(3 * i, pa.table({"offset": offsets, "value": pa.array([b"v" * 100] * 3)}), 400)
+    limited = tail.read(5, 40, 1 << 30)
+    assert limited is not None and limited["offset"].to_pylist() == list(range(5, 45))
+    unbounded = tail.read(5, 40, UNBOUNDED)
+    assert unbounded is not None and unbounded.equals(limited)
+    cut = tail.read(5, 40, 1_000)
+    assert cut is not None and 0 < cut.num_rows < 40
+
+
+def test_rows_already_grouped_split_into_the_same_files_without_a_take() -> None:
+    """A local commit builds its table partition by partition, so split() takes its runs where they stand;
+    the rows of each (partition, segment) are those the general path (sort and take) gives, in order."""
+    parts = [3, 0, 3, 1, 0, 3, 1, 2]
+    segs = [0, 0, 5, 0, 0, 5, 0, 0]
+    mixed = pa.table(
+        {
+            "partition": pa.array(parts, pa.int32()),
+            "segment": pa.array(segs, pa.int64()),
+            "offset": pa.array(range(8), pa.int64()),
+        }
+    )
+    grouped = mixed.sort_by([("partition", "ascending"), ("segment", "ascending"), ("offset", "ascending")])
+    fast, general = split(grouped), split(mixed)
+    assert fast.table is grouped  # no take: the groups are slices of the table itself
+    assert fast.keys == [(0, 0), (1, 0), (2, 0), (3, 0), (3, 5)] and fast.counts == [2, 2, 1, 1, 2]
+    assert dict(fast.groups()).keys() == dict(general.groups()).keys()
+    for key, rows in general.groups():
+        assert dict(fast.groups())[key].equals(rows), key

@@ -4,6 +4,7 @@ and never a lost write when one was deleted (vacuumed) before use."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -24,6 +25,8 @@ def test_spares_are_made_ahead_and_taken(tmp_path: Path) -> None:
     assert len(made) == 3 and all(n.startswith("p-") and n.endswith(".x") for n in made)
     taken = spares.take(str(tmp_path), "p-", ".x")
     assert taken is not None and os.path.basename(taken) in made and os.path.getsize(taken) == 0
+    mode = os.stat(taken).st_mode  # made by mknod: a plain file its writer can open, as an open made it
+    assert stat.S_ISREG(mode) and stat.S_IMODE(mode) & 0o600 == 0o600
     _wait_for(lambda: len(list(tmp_path.iterdir())) == 4)  # refilled
     spares.forget(str(tmp_path))
     assert {p.name for p in tmp_path.iterdir()} == {os.path.basename(taken)}  # only the one handed out

@@ -21,13 +21,17 @@ from topiclake.platform.log._base import (
 )
 from topiclake.platform.log._local import LogLocal, commit_table
 from topiclake.platform.log.append_handle import PendingBatch, settle_all, whole_table
-from topiclake.platform.log.fast_append import LostRace
+from topiclake.platform.log.fast_append import LocalAppender, LostRace
 from topiclake.platform.log.object_append import ahead
 from topiclake.platform.records import now_ms
 from topiclake.platform.storage.delta_state import read_txn
 from topiclake.platform.storage.leases import WRITE_INTENT_MAX_S, active_leases
 
 logger = logging.getLogger("topiclake.platform.log.topic_log")  # one logger for all parts of the log
+
+
+def _partition_of(pend: PendingBatch) -> int:
+    return pend.partition
 
 
 class LogCommits(LogLocal):
@@ -151,6 +155,10 @@ class LogCommits(LogLocal):
         while True:
             with self._lock:
                 take = list(self._inflight)
+            if isinstance(self._fast, LocalAppender):
+                # the commit's table built partition by partition (a stable sort: each partition's
+                # batches keep their offset order), so its files are runs of it, split without a take
+                take.sort(key=_partition_of)
             # in-flight batches change only on this thread (commit, rebase), so no lock while building
             self._materialize(take)
             lost = {pend.partition for pend in take if not self.leads(pend.partition)}

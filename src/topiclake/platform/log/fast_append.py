@@ -22,39 +22,31 @@ rebases, as after a delta-rs conflict). Readers, checkpoints, compaction and vac
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from topiclake import __version__
+from topiclake.platform.log import commit_files
+from topiclake.platform.log.commit_files import SMALL_FILE_ROWS as SMALL_FILE_ROWS
+from topiclake.platform.log.commit_files import encode as encode
+from topiclake.platform.log.commit_files import file_stats as file_stats
 from topiclake.platform.log.spare_files import write_new
 
+# moved to .commit_files; kept here for the append paths that import them from this module
+_groups = commit_files.groups
+_column_stats = commit_files.column_stats
+
 PARTITIONS_JSON = '["partition","segment"]'
-#: Columns with min/max statistics: those delta-rs gives them to (binary and nested columns get none).
-STATS_COLUMNS = ("topic", "offset", "timestamp", "timestampType", "producer_id", "producer_epoch", "sequence")
 ENGINE = f"topiclake/{__version__} (pyarrow {pa.__version__})"
 #: Log entries an appender keeps for the maintainer's table state (:meth:`LocalAppender.take_entry`); past
 #: that the oldest are dropped (the maintainer reads them from the disk).
 ENTRIES_KEPT = 5_000
-_STRING_STATS_MAX = 32  # Delta's own prefix length for string statistics; longer values get none
-#: Files of fewer rows are written with minimal Parquet options (see :func:`encode`).
-SMALL_FILE_ROWS = 1024
-_PAGE_STATS = ["offset", "timestamp"]
-#: Statistics columns stored as integers (the timestamp as microseconds since the epoch, UTC).
-_NUMERIC_STATS = frozenset(
-    {"offset", "timestamp", "timestampType", "producer_id", "producer_epoch", "sequence"}
-)
 
 
 @dataclass
@@ -115,10 +107,12 @@ class LocalAppender:
         """Write ``data`` (topic schema, partition columns included) as one Parquet file per (partition,
         segment) and return their ``add`` actions (``data_change`` False: a rewrite of records already
         in the table, which streaming readers skip)."""
-        groups = _groups(data)
+        split = commit_files.split(data)
+        groups = split.groups()
         self.last_groups = groups
-        stats = groups_stats([rows for _, rows in groups])
-        encoded = [encode(rows) for _, rows in groups]
+        stats = commit_files.split_stats(split)
+        stored = commit_files.Stored(split.table)
+        encoded = [stored.encode(start, n) for start, n in zip(split.starts, split.counts, strict=True)]
         now = int(time.time() * 1000)
         return [
             self._write_group(key, rows, now, data_change, st, enc)
@@ -269,166 +263,3 @@ def remove_action(path: str, partition: int, segment: int, size: int) -> dict[st
 
 def txn_action(app_id: str, version: int, last_updated_ms: int) -> dict[str, object]:
     return {"txn": {"appId": app_id, "version": version, "lastUpdated": last_updated_ms}}
-
-
-def file_stats(rows: pa.Table) -> dict[str, object]:
-    """Delta file statistics of ``rows`` as delta-rs writes them."""
-    mins: dict[str, object] = {}
-    maxs: dict[str, object] = {}
-    nulls: dict[str, int] = {}
-    for name in STATS_COLUMNS:
-        _column_stats(name, rows[name], mins, maxs, nulls)
-    return {"numRecords": rows.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
-
-
-def _column_stats(
-    name: str,
-    column: pa.ChunkedArray,
-    mins: dict[str, object],
-    maxs: dict[str, object],
-    nulls: dict[str, int],
-) -> None:
-    """One column's null count, minimum and maximum into ``nulls``, ``mins`` and ``maxs``."""
-    nulls[name] = column.null_count
-    if column.null_count == len(column):
-        return
-    if column.null_count == 0 and column.num_chunks == 1 and name in _NUMERIC_STATS:
-        # numpy over the one chunk's buffer: a few us, where pc.min_max costs tens (per file, per
-        # column: a commit of many partitions writes many files)
-        values = _integers(column)
-        low, high = int(values.min()), int(values.max())
-        mins[name], maxs[name] = (_iso_ms(low), _iso_ms(high)) if name == "timestamp" else (low, high)
-        return
-    lo, hi = pc.min_max(column).values()
-    if pa.types.is_timestamp(column.type):
-        mins[name] = _iso_ms(lo.value)
-        maxs[name] = _iso_ms(hi.value)
-    elif pa.types.is_string(column.type):
-        low_s, high_s = lo.as_py(), hi.as_py()
-        if len(low_s) <= _STRING_STATS_MAX and len(high_s) <= _STRING_STATS_MAX:
-            mins[name], maxs[name] = low_s, high_s
-    else:
-        mins[name], maxs[name] = lo.as_py(), hi.as_py()
-
-
-def _integers(column: pa.ChunkedArray) -> np.ndarray[Any, np.dtype[np.int64]]:
-    """A null-free integer or timestamp column of one chunk as int64 numbers (microseconds)."""
-    values: np.ndarray[Any, Any] = column.chunk(0).to_numpy()
-    return values.view(np.int64) if values.dtype.kind == "M" else values
-
-
-def groups_stats(groups: list[pa.Table]) -> list[dict[str, object]]:
-    """:func:`file_stats` of each of ``groups`` (a commit's rows split by partition), the integer
-    columns of all groups at once (numpy's ``reduceat``): a commit over many partitions writes a file per
-    partition, and per-file statistics were a tenth of its time."""
-    if len(groups) == 1 or not all(g.num_rows for g in groups):
-        return [file_stats(g) for g in groups]
-    starts = np.concatenate(([0], np.cumsum([g.num_rows for g in groups])[:-1]))
-    joined = pa.concat_tables(groups).combine_chunks()
-    mins: list[dict[str, object]] = [{} for _ in groups]
-    maxs: list[dict[str, object]] = [{} for _ in groups]
-    nulls: list[dict[str, int]] = [{} for _ in groups]
-    for name in STATS_COLUMNS:
-        column = joined[name]
-        if name not in _NUMERIC_STATS and _same_in_all(name, column, mins, maxs, nulls):
-            continue
-        if name not in _NUMERIC_STATS or column.null_count or column.num_chunks != 1:
-            for i, g in enumerate(groups):  # the general way, group by group
-                _column_stats(name, g[name], mins[i], maxs[i], nulls[i])
-            continue
-        values = _integers(column)
-        lows, highs = np.minimum.reduceat(values, starts), np.maximum.reduceat(values, starts)
-        for i in range(len(groups)):
-            nulls[i][name] = 0
-            low, high = int(lows[i]), int(highs[i])
-            mins[i][name], maxs[i][name] = (
-                (_iso_ms(low), _iso_ms(high)) if name == "timestamp" else (low, high)
-            )
-    return [
-        {"numRecords": g.num_rows, "minValues": mins[i], "maxValues": maxs[i], "nullCount": nulls[i]}
-        for i, g in enumerate(groups)
-    ]
-
-
-def _same_in_all(
-    name: str,
-    column: pa.ChunkedArray,
-    mins: list[dict[str, object]],
-    maxs: list[dict[str, object]],
-    nulls: list[dict[str, int]],
-) -> bool:
-    """One column's statistics for every group at once when it holds a single value without nulls
-    (the ``topic`` column always does): one ``min_max`` for the commit instead of one per file."""
-    if column.null_count or not len(column):
-        return False
-    lo, hi = pc.min_max(column).values()
-    if lo != hi:
-        return False
-    value = lo.as_py()
-    if pa.types.is_string(column.type) and len(value) > _STRING_STATS_MAX:
-        value = None  # Delta keeps no statistics for longer strings
-    for i in range(len(mins)):
-        nulls[i][name] = 0
-        if value is not None:
-            mins[i][name] = maxs[i][name] = value
-    return True
-
-
-def encode(rows: pa.Table) -> pa.Buffer:
-    """``rows`` as a Parquet file in memory (the partition columns are the file's folder).
-
-    A small file (an append's few records per partition; compaction merges it within seconds) is
-    written without dictionaries and with Parquet statistics of the offset and timestamp only: 20-25 %
-    less CPU a file (200 against 260 us for a few records), and a commit over many partitions writes a
-    file each. Its nullable columns that hold only nulls (headers and the producer fields of plain
-    records, the key of unkeyed ones) are left out: a file costs pyarrow 10-45 us a column whatever its
-    rows, 200 against 110 us for a few plain records. Delta readers read a column a file lacks as
-    nulls (as after an added column; delta-rs, Spark and :func:`.file_index.file_table` do). Delta's own
-    statistics (the ``add`` action's) are unchanged."""
-    sink = pa.BufferOutputStream()
-    data = rows.drop_columns(["partition", "segment"])
-    if rows.num_rows < SMALL_FILE_ROWS:
-        if rows.num_rows:
-            nulls = [f.name for f in data.schema if f.nullable and data[f.name].null_count == rows.num_rows]
-            data = data.drop_columns(nulls)
-        pq.write_table(data, sink, compression="snappy", use_dictionary=False, write_statistics=_PAGE_STATS)
-    else:
-        pq.write_table(data, sink, compression="snappy")
-    return sink.getvalue()
-
-
-def _iso_ms(micros: int) -> str:
-    """A timestamp statistic: UTC, truncated to the millisecond (as delta-rs and Spark write them)."""
-    millis = micros // 1000
-    return f"{_iso_second(millis // 1000)}.{millis % 1000:03d}Z"
-
-
-@functools.lru_cache(maxsize=256)  # a commit's timestamps fall in the same few seconds
-def _iso_second(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _groups(data: pa.Table) -> list[tuple[tuple[int, int], pa.Table]]:
-    """``data`` split by (partition, segment), in first-seen order (numpy: an Acero group-by and a
-    filter per group cost more than the Parquet encoding of a small commit). Many groups (a commit over
-    many partitions) cost one stable sort and one ``take``; each group is then a zero-copy slice."""
-    parts = data["partition"].to_numpy()
-    segs = data["segment"].to_numpy()
-    if (parts == parts[0]).all() and (segs == segs[0]).all():
-        return [((int(parts[0]), int(segs[0])), data)]
-    keys = parts.astype(np.int64) << 40 | segs.astype(np.int64)
-    uniq, first = np.unique(keys, return_index=True)
-    order = np.argsort(first)  # the groups in first-seen order
-    rank = np.empty(len(uniq), dtype=np.int64)
-    rank[order] = np.arange(len(uniq))
-    group_of_row = rank[np.searchsorted(uniq, keys)]
-    by_group = np.argsort(group_of_row, kind="stable")  # rows keep their order within a group
-    grouped = data.take(pa.array(by_group)).combine_chunks()
-    counts = np.bincount(group_of_row, minlength=len(uniq))
-    out = []
-    start = 0
-    for g, count in enumerate(counts):
-        key = int(uniq[order[g]])
-        out.append(((key >> 40, key & ((1 << 40) - 1)), grouped.slice(start, int(count))))
-        start += int(count)
-    return out
