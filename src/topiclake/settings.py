@@ -104,6 +104,12 @@ class GatewaySettings(BaseSettings):
     console_sample_ms: int = Field(
         10_000, ge=100, description="How often the web console (/ui) samples rates and lag for its charts."
     )
+    console_object_scan_ms: int = Field(
+        60_000,
+        ge=100,
+        description="On object storage, how often the web console scans the topics' Delta histories for "
+        "jobs and the offsets table's log for other processes' commits (a LIST each, billed).",
+    )
     # -- security (docs/security.md) -----------------------------------------------------------------------
     auth: bool = Field(
         False,

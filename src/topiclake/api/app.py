@@ -212,6 +212,6 @@ def create_app(
     ):
         app.include_router(module.router)
     # the web console at /ui (docs/console.md), showing each principal what its ACLs let it see
-    console.mount(app, settings.console_sample_ms / 1000, access_of)
+    console.mount(app, settings.console_sample_ms / 1000, access_of, settings.console_object_scan_ms / 1000)
     openapi_links.install(app)  # links for clients and the stateful fuzzer (tests/security)
     return app

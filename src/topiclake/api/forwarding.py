@@ -14,6 +14,7 @@ import base64
 import logging
 import re
 import ssl
+import threading
 from typing import Any
 
 import httpx
@@ -82,16 +83,35 @@ class HttpForwarder:
         self.signer = signer
         self._headers = {FORWARDED_HEADER: str(broker_id)}
         self._scheme = "http" if tls is None else "https"
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(35.0, connect=2.0),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
-            headers=self._headers,
-            verify=tls if tls is not None else True,
-        )
+        self._tls = tls
+        # made on first forward: a client's transport imports httpcore (and trio, when installed), ~85 ms of
+        # CPU at every broker's start that a broker without peers never needs
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _pool(self) -> httpx.Client:
+        client = self._client
+        if client is not None:
+            return client
+        with self._lock:
+            if self._client is None:
+                if self._closed:
+                    raise RuntimeError("the forwarder is closed")
+                self._client = httpx.Client(
+                    timeout=httpx.Timeout(35.0, connect=2.0),
+                    limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+                    headers=self._headers,
+                    verify=self._tls if self._tls is not None else True,
+                )
+            return self._client
 
     def close(self) -> None:
         """Close pooled connections."""
-        self._client.close()
+        with self._lock:
+            self._closed = True
+            if self._client is not None:
+                self._client.close()
 
     def _send(self, target: BrokerEndpoint, method: str, path: str, **kwargs: Any) -> httpx.Response:
         url = f"{self._scheme}://{target.host}:{target.port}{path}"
@@ -100,7 +120,7 @@ class HttpForwarder:
             signed = {PRINCIPAL_HEADER: self.signer.sign(client[0], client[1], method, path)}
             kwargs["headers"] = {**kwargs.get("headers", {}), **signed}
         try:
-            response = self._client.request(method, url, **kwargs)
+            response = self._pool().request(method, url, **kwargs)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # never sent: safe to try elsewhere
             raise NotLeader(
                 f"cannot reach broker {target.broker_id} at {target.host}:{target.port}: {exc}",

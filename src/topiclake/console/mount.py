@@ -11,13 +11,19 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from topiclake.console import access, assets, pages_groups, pages_messages, pages_topics
-from topiclake.console.sampler import Sampler
+from topiclake.console.sampler import OBJECT_STORE_JOBS_S, Sampler
 
 logger = logging.getLogger(__name__)
 
 
-def mount(app: FastAPI, interval_s: float = 10.0, access_of: access.AccessOf | None = None) -> None:
-    """Serve the console at ``/ui`` on ``app`` and sample its charts every ``interval_s`` seconds.
+def mount(
+    app: FastAPI,
+    interval_s: float = 10.0,
+    access_of: access.AccessOf | None = None,
+    object_scan_s: float = OBJECT_STORE_JOBS_S,
+) -> None:
+    """Serve the console at ``/ui`` on ``app`` and sample its charts every ``interval_s`` seconds (on
+    object storage the topics' histories and the offsets table's log every ``object_scan_s``).
 
     ``access_of`` answers who may see and do what (the gateway's ACLs, :mod:`topiclake.console.access`);
     None allows everything. The sampler starts after the app's own lifespan has made the broker and stops
@@ -33,7 +39,13 @@ def mount(app: FastAPI, interval_s: float = 10.0, access_of: access.AccessOf | N
     async def lifespan(target: Any) -> AsyncIterator[Any]:
         async with inner(target) as state:
             metrics = app.state.metrics
-            sampler = Sampler(app.state.broker, metrics.records_in, metrics.records_out, interval_s)
+            sampler = Sampler(
+                app.state.broker,
+                metrics.records_in,
+                metrics.records_out,
+                interval_s,
+                object_scan_s=object_scan_s,
+            )
             app.state.console_sampler = sampler
             sampler.start()
             missing = assets.missing()

@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 Point = tuple[float, float]
 
-#: Seconds between scans of the topics' Delta history on object storage (every sample on a local disk).
+#: Seconds between scans of the topics' Delta history on object storage (every sample on a local disk),
+#: unless the gateway's ``console_object_scan_ms`` says otherwise.
 OBJECT_STORE_JOBS_S = 60.0
 
 
@@ -77,6 +78,7 @@ class Sampler:
         fetched: Counter,
         interval_s: float = 10.0,
         points: int = 360,
+        object_scan_s: float = OBJECT_STORE_JOBS_S,
     ) -> None:
         self.broker = broker
         self.produced = produced
@@ -85,7 +87,7 @@ class Sampler:
         self.points = points
         self.jobs = JobsSeen(broker.storage)
         # the history scan lists every topic's log: on object storage each listing is a billed request
-        self.jobs_every_s = interval_s if broker.storage.is_local else max(interval_s, OBJECT_STORE_JOBS_S)
+        self.jobs_every_s = interval_s if broker.storage.is_local else max(interval_s, object_scan_s)
         # groups committed by other processes (Spark, other brokers) need a look at the offsets table's
         # log; this broker's own commits are in memory: on object storage look as seldom as for jobs
         self.offsets_max_age_s = 0.0 if broker.storage.is_local else self.jobs_every_s

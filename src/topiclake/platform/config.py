@@ -71,6 +71,12 @@ class BrokerConfig(BaseModel):
         "is in flight than one commit takes (0: only linger_ms and the store's round trip).",
     )
     maintenance_interval_ms: int = Field(500, ge=10, description="How often maintenance looks at each topic.")
+    object_idle_round_ms: int = Field(
+        60_000,
+        ge=1000,
+        description="On object storage, how often maintenance still looks at a topic table that committed "
+        "nothing (other writers' commits, checkpoints due): each look is a LIST and a GET or two, billed.",
+    )
     checkpoint_interval: int = Field(20, ge=1, description="Versions between Delta checkpoints.")
     log_retention_ms: int = Field(
         10_000,

@@ -138,8 +138,14 @@ def test_kill9_of_brokers_and_the_controller_loses_and_duplicates_nothing(
             until(lambda: producers.acked_since(killed_at, victims_parts) == victims_parts, 30, "resume")
             resumed = max(producers.first_ack_after(killed_at, p) for p in victims_parts) - killed_at
             assert resumed < 10, f"producing to the dead broker's partitions resumed after {resumed:.1f} s"
-            moved = cluster.leaders(TOPIC, others[0])
-            assert all(moved[p] != victim for p in victims_parts)
+            # every live broker's view moves off the victim (one may learn it a heartbeat after the clients
+            # found the new leader through the other: seen once in a loaded full run)
+            for b in others:
+                until(
+                    lambda b=b: all(cluster.leaders(TOPIC, b)[p] != victim for p in victims_parts),
+                    10,
+                    f"broker {b} sees the victim's partitions moved",
+                )
 
             # 2. it comes back and takes its preferred partitions back, nothing lost or doubled
             cluster.start(victim)

@@ -45,9 +45,6 @@ logger = logging.getLogger(__name__)
 
 #: How often the maintenance thread asks each table whether a round is due (TableMaintainer.due), seconds.
 POLL_S = 0.02
-#: On object storage, how often a table whose log committed nothing is still looked at (other writers'
-#: commits, checkpoints due), seconds: a round costs a LIST and a GET or two, billed (issue 28).
-IDLE_ROUND_S = 60.0
 #: A local topic table is checkpointed at most this often, seconds, however fast it commits: under
 #: sustained load (40 commits/s) ``checkpoint_interval`` versions came twice a second, and each checkpoint
 #: (every live file and a minute of tombstones) took a quarter of the maintenance thread, slipping the
@@ -175,7 +172,7 @@ class TableMaintainer(CompactionRound):
         """On object storage a round costs requests (a LIST, a GET per log entry since the last round), so
         it is due only when there is work the log's own version tells of, asked without a request:
         ``checkpoint_interval`` new versions, or any new version and ``maintenance_interval_ms`` (at least
-        5 s) since the last round; an idle table once every :data:`IDLE_ROUND_S` (other writers' commits)
+        5 s) since the last round; an idle table once every ``object_idle_round_ms`` (other writers' commits)
         and when vacuum is due. An idle topic then costs a few requests a minute, not a round every 500 ms."""
         assert self._version is not None
         now = time.monotonic()
@@ -185,7 +182,9 @@ class TableMaintainer(CompactionRound):
             return True
         if moved > 0 and since >= max(self._config.maintenance_interval_ms / 1000, 5.0):
             return True
-        return since >= IDLE_ROUND_S or now - self._last_vacuum >= self._config.vacuum_interval_ms / 1000
+        if since >= self._config.object_idle_round_ms / 1000:
+            return True
+        return now - self._last_vacuum >= self._config.vacuum_interval_ms / 1000
 
     def close(self) -> None:
         """Run no round after the one in progress (waited for): the topic's log is closing, and its store
