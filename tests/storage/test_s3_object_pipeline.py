@@ -40,7 +40,8 @@ def test_closed_loop_producers_commit_in_two_overlapping_halves(s3: S3Warehouse)
     acked: dict[str, tuple[int, int]] = {}
     lock = threading.Lock()
     errors: list[BaseException] = []
-    with Broker(storage, BrokerConfig(maintenance_interval_ms=60_000)) as broker:
+    config = BrokerConfig(maintenance_interval_ms=60_000, object_pipeline_max_bytes=1 << 20)
+    with Broker(storage, config) as broker:
         broker.create_topic("t", partitions=3)
         log = broker.log("t")
         fast = log._fast
