@@ -312,7 +312,8 @@ class LogLocal(LogBase):
             if isinstance(self._fast, ObjectAppender):
                 self._fast.delete_files(prefetched[1])  # no entry will name them
             return False
-        self._expect_requests = self._committing_requests  # acknowledged just now: they come back next
+        if self._config.object_pipeline_max_bytes > 0:  # a pipelined pair: gather who was just answered
+            self._expect_requests = self._committing_requests
         return True
 
     def _after_lost_race(self, winners: Winners) -> bool:
