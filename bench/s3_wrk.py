@@ -268,7 +268,10 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=15.0, help="seconds after the loads before idle")
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle measured")
     parser.add_argument(
-        "--stores", default="local,s3,s3-delta-rs", help="of local, s3, s3-delta-rs, s3-nocompact"
+        "--stores",
+        default="local,s3,s3-delta-rs",
+        help="of local, s3, s3-delta-rs, s3-nocompact, s3-nopipe (repeat to alternate); "
+        "s3+KEY=VALUE: with a broker setting",
     )
     parser.add_argument(
         "--kafka-records",
@@ -318,9 +321,18 @@ def main() -> int:
                 bucket = f"bench{n}"
                 server.create_bucket(bucket)
                 env = {**aws}
-                if store == "s3-delta-rs":
+                if store.split("+")[0] == "s3-delta-rs":
                     env["TOPICLAKE_BROKER__OBJECT_APPEND"] = "false"
-                if store == "s3-nocompact":  # the commit path without compaction's GETs beside it
+                for setting in store.split("+")[1:]:  # "s3+TAIL_CACHE_BYTES=33554432": a broker setting
+                    key, _, value = setting.partition("=")
+                    env[f"TOPICLAKE_BROKER__{key.upper()}"] = value
+                if (
+                    store.split("+")[0] == "s3-nopipe"
+                ):  # no flush split into two overlapping commits (the build before)
+                    env["TOPICLAKE_BROKER__OBJECT_PIPELINE_MAX_BYTES"] = "0"
+                if (
+                    store.split("+")[0] == "s3-nocompact"
+                ):  # the commit path without compaction's GETs beside it
                     env["TOPICLAKE_BROKER__COMPACT_MIN_FILES"] = "1000000"
                 rows += run_store(
                     store,

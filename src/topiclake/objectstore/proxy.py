@@ -122,7 +122,7 @@ class _Handler(BaseHTTPRequestHandler):
         delay = proxy.delay_s
         if delay > 0:
             time.sleep(delay)
-        error = proxy._take_error(op)
+        error = proxy._take_error(op, self.path)
         if error is not None:
             status, code = error
             payload = (
@@ -207,7 +207,7 @@ class S3Proxy:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._log: list[tuple[float, str, str, str]] | None = None
-        self._errors: list[tuple[int, str, str | None]] = []
+        self._errors: list[tuple[int, str, str | None, str]] = []
         self._cuts: list[tuple[str | None, str]] = []
         self._down = False
         self._local = threading.local()
@@ -276,16 +276,22 @@ class S3Proxy:
     # ------------------------------------------------------------------ faults
 
     def inject_errors(
-        self, count: int, status: int = 503, code: str = "SlowDown", op: str | None = None
+        self,
+        count: int,
+        status: int = 503,
+        code: str = "SlowDown",
+        op: str | None = None,
+        path_contains: str = "",
     ) -> None:
-        """Answer the next ``count`` requests (of operation ``op``, or any) with an S3 error."""
+        """Answer the next ``count`` requests (of operation ``op``, or any, whose path contains
+        ``path_contains``) with an S3 error."""
         with self._lock:
-            self._errors.extend([(status, code, op)] * count)
+            self._errors.extend([(status, code, op, path_contains)] * count)
 
-    def _take_error(self, op: str) -> tuple[int, str] | None:
+    def _take_error(self, op: str, path: str) -> tuple[int, str] | None:
         with self._lock:
-            for i, (status, code, only) in enumerate(self._errors):
-                if only is None or only == op:
+            for i, (status, code, only, part) in enumerate(self._errors):
+                if (only is None or only == op) and part in path:
                     del self._errors[i]
                     self._counts["injected_errors"] += 1
                     return status, code

@@ -65,7 +65,11 @@ class _ControlHandler(BaseHTTPRequestHandler):
             proxy.delay_s = float(q.get("seconds", "0"))
         elif action == "errors":
             proxy.inject_errors(
-                int(q.get("count", "1")), int(q.get("status", "503")), q.get("code", "SlowDown"), q.get("op")
+                int(q.get("count", "1")),
+                int(q.get("status", "503")),
+                q.get("code", "SlowDown"),
+                q.get("op"),
+                q.get("match", ""),
             )
         elif action == "cut":
             proxy.cut_after_store(int(q.get("count", "1")), q.get("op"), q.get("match", ""))
@@ -205,10 +209,23 @@ class ProxyProcess:
         self._call("POST", f"/delay?seconds={seconds}")
 
     def inject_errors(
-        self, count: int, status: int = 503, code: str = "SlowDown", op: str | None = None
+        self,
+        count: int,
+        status: int = 503,
+        code: str = "SlowDown",
+        op: str | None = None,
+        path_contains: str = "",
     ) -> None:
-        """Answer the next ``count`` requests (of operation ``op``, or any) with an S3 error."""
-        self._call("POST", f"/errors?count={count}&status={status}&code={code}" + (f"&op={op}" if op else ""))
+        """Answer the next ``count`` requests (of operation ``op``, or any, whose path contains
+        ``path_contains``) with an S3 error."""
+        query = {
+            "count": count,
+            "status": status,
+            "code": code,
+            "match": path_contains,
+            **({"op": op} if op else {}),
+        }
+        self._call("POST", f"/errors?{urlencode(query)}")
 
     def cut_after_store(self, count: int, op: str | None = None, path_contains: str = "") -> None:
         """Forward the next ``count`` matching requests, then drop the connection unanswered."""

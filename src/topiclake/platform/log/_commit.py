@@ -73,6 +73,7 @@ class LogCommits(LogLocal):
                 self._queue = []
                 self._queued_records = 0
                 self._queued_bytes = 0
+                self._split_for_pipeline()  # object storage: two commits whose round trips overlap
             self._flush()
             while self._take_prefetched():  # S3: the next batch's files are stored already
                 self._flush()

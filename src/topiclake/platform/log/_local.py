@@ -12,7 +12,9 @@ took 20-46 ms, which as a periodic step on the flusher was the p99 of acks=all.
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -100,6 +102,12 @@ class LogLocal(LogBase):
     _prefetched: tuple[BatchKey, list[dict[str, dict[str, object]]]] | None = None
     # the last flush lingered on for requests still arriving (object storage, LogCommits._run)
     _lingered_on = False
+    # S3: the store-ahead running during a log PUT (_prefetch), awaited after that commit's answers
+    _storing: concurrent.futures.Future[None] | None = None
+    # requests the next store-ahead gathers before it stores (0: what is queued when the log PUT starts)
+    _expect_requests = 0
+    _committing_requests = 0  # the requests of the commit whose log entry is being PUT
+    pipelined = 0  # flushes made two overlapping commits (_split_for_pipeline)
 
     @property
     def commit_times(self) -> CommitTimes:
@@ -161,7 +169,11 @@ class LogLocal(LogBase):
                 raise LostRace(Winners(versions=[fast.version]))
         with self._commit_lock:  # vacuum takes it: no file of ours is deleted before its commit
             prefetched, self._prefetched = self._prefetched, None
-            if prefetched is not None and prefetched[0] == _batch_key(take):
+            if prefetched is not None and prefetched[0] != _batch_key(take):
+                assert isinstance(fast, ObjectAppender)
+                fast.delete_files(prefetched[1])  # stored for batches since moved: no entry will name them
+                prefetched = None
+            if prefetched is not None:
                 adds = prefetched[1]
                 assert isinstance(fast, ObjectAppender)
                 fast.stored_ahead += 1
@@ -186,18 +198,23 @@ class LogLocal(LogBase):
         self, fast: ObjectAppender, actions: list[Mapping[str, object]], commit_id: str
     ) -> int:
         """The log entry's conditional PUT (:meth:`_commit_entry`), while the next commit's files are
-        stored (:meth:`_prefetch`)."""
-        stored = ahead().submit(self._prefetch, fast)
+        stored (:meth:`_prefetch`; awaited by :meth:`_take_prefetched`, after this commit's answers)."""
+        done = threading.Event()
+        if self._storing is None:  # one at a time: a commit rebuilt after a lost race comes here again
+            expect, self._expect_requests = self._expect_requests, 0
+            self._storing = ahead().submit(self._prefetch, fast, done, expect)
+        self._committing_requests = len({id(p.handle) for p in self._inflight})
         try:
             return self._commit_entry(fast, actions, commit_id)
         finally:
-            stored.result()
+            done.set()
+            with self._cond:
+                self._cond.notify_all()  # a store-ahead still gathering stops
 
     def _commit_entry(self, fast: ObjectAppender, actions: list[Mapping[str, object]], commit_id: str) -> int:
         """The log entry, at the next version after each one lost, reusing the data files already
         stored: they hold the same records unless a winner moved our offsets (then :class:`LostRace`
-        makes the caller rebuild the commit; the stored files stay unreferenced until vacuum removes
-        them)."""
+        makes the caller rebuild the commit, and the stored files, which no entry names, are deleted)."""
         races = 0
         while True:
             try:
@@ -209,25 +226,61 @@ class LogLocal(LogBase):
                         f"commit to topic {self.topic} lost {races} races to other writers", topic=self.topic
                     ) from race
                 if self._after_lost_race(race.winners):
+                    fast.delete_files([a for a in actions if "add" in a])  # type: ignore[misc]
                     raise LostRace(Winners(versions=race.winners.versions)) from None
 
-    def _prefetch(self, fast: ObjectAppender) -> None:
+    def _split_for_pipeline(self) -> None:
+        """Under the lock, when a flush has just taken the queue: on object storage, a flush of two or more
+        requests, under ``object_pipeline_max_bytes`` and not lingered on, becomes two commits, the first
+        half of its requests now and the rest at once after them, their files stored during the first's
+        log PUT (:meth:`_prefetch`). The first half's producers come back while the second's entry is
+        PUT; the store-ahead gathers them and stores their files then: in a closed loop of producers a
+        commit then waits for one round trip of the store, not two (a data PUT, then the entry)."""
+        self._expect_requests = 0
+        take = self._inflight
+        if (
+            not isinstance(self._fast, ObjectAppender)
+            or self._lingered_on
+            or sum(p.nbytes for p in take) >= self._config.object_pipeline_max_bytes
+        ):
+            return
+        order: dict[int, int] = {}  # requests in arrival order (a request's batches are queued together)
+        for pend in take:
+            order.setdefault(id(pend.handle), len(order))
+        half = (len(order) + 1) // 2
+        cut = next((i for i, pend in enumerate(take) if order[id(pend.handle)] >= half), len(take))
+        rest = take[cut:]
+        if not rest or any(order[id(pend.handle)] < half for pend in rest):
+            return
+        self.pipelined += 1
+        self._inflight, self._queue = take[:cut], rest + self._queue
+        self._queued_records += sum(p.count for p in rest)
+        self._queued_bytes += sum(p.nbytes for p in rest)
+        self._queued_requests += len(order) - half
+        self._last_requests = half
+
+    def _prefetch(self, fast: ObjectAppender, done: threading.Event, expect: int) -> None:
         """While the log entry's PUT is in flight (one round trip to the store), store the data files of
-        what is queued now, the next commit's batches: on S3 a commit is then one round trip of the
-        flusher, not two. The batches stay queued (a rebase, a lost leadership or a failure handles them
-        as any queued batch); :meth:`_take_prefetched` makes them the next commit, and the files are used
-        only if the batches still sit at the offsets they were stored with (else vacuum removes them)."""
+        what is queued, the next commit's batches: on S3 a commit is then one round trip of the flusher,
+        not two. With ``expect``, the requests the commit before acknowledged are gathered first (they
+        come back during this PUT: a pipelined pair of commits, :meth:`_split_for_pipeline`); if they are
+        not all back when the PUT ends, nothing is stored (the flusher's linger gathers them). The
+        batches stay queued (a rebase, a lost leadership or a failure handles them as any queued batch);
+        :meth:`_take_prefetched` makes them the next commit, and the files are used only if the batches
+        still sit at the offsets they were stored with (else they are deleted)."""
         if self._lingered_on:  # requests still arriving: they go into the next (long) linger's commit
             return
-        with self._lock:
+        with self._cond:
+            while expect and self._queued_requests < expect and not done.is_set() and not self._closing:
+                self._cond.wait(0.005)  # appends wake the flusher, not this: a short poll
             batches = list(self._queue)
-            if not batches or self._holds or self._closing:
+            if not batches or self._holds or self._closing or self._queued_requests < expect:
                 return
             self._materialize(batches)  # under the lock: a rebase of these batches waits for it
             key = _batch_key(batches)
         try:
             adds = fast.write_files(commit_table(batches))
-        except (OSError, pa.ArrowException) as exc:  # the commit stores them itself
+        except Exception as exc:  # the commit stores them itself (a closed client: RuntimeError)
             logger.info("topic %s: files stored ahead failed (%s)", self.topic, exc)
             return
         self._prefetched = (key, adds)
@@ -235,6 +288,9 @@ class LogLocal(LogBase):
     def _take_prefetched(self) -> bool:
         """Make the batches whose files :meth:`_prefetch` stored the in-flight commit, at once (they are
         still the head of the queue, at the same offsets); False when there are none."""
+        storing, self._storing = self._storing, None
+        if storing is not None:
+            storing.result()
         prefetched = self._prefetched
         if prefetched is None:
             return False
@@ -243,14 +299,21 @@ class LogLocal(LogBase):
             head = self._queue[: len(key)]
             if self._closing or _batch_key(head) != key:
                 self._prefetched = None
-                return False
-            self._inflight = head
-            self._queue = self._queue[len(key) :]
-            self._queued_records -= sum(p.count for p in head)
-            self._queued_bytes -= sum(p.nbytes for p in head)
-            requests = len({id(p.handle) for p in head})
-            self._last_requests = max(1, requests)
-            self._queued_requests = max(0, self._queued_requests - requests)
+                head = []
+            else:
+                self._inflight = head
+                self._queue = self._queue[len(key) :]
+                self._queued_records -= sum(p.count for p in head)
+                self._queued_bytes -= sum(p.nbytes for p in head)
+                requests = len({id(p.handle) for p in head})
+                self._last_requests = max(1, requests)
+                self._queued_requests = max(0, self._queued_requests - requests)
+        if not head:
+            if isinstance(self._fast, ObjectAppender):
+                self._fast.delete_files(prefetched[1])  # no entry will name them
+            return False
+        if self._config.object_pipeline_max_bytes > 0:  # a pipelined pair: gather who was just answered
+            self._expect_requests = self._committing_requests
         return True
 
     def _after_lost_race(self, winners: Winners) -> bool:

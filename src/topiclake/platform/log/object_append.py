@@ -70,11 +70,12 @@ def _uploads() -> concurrent.futures.ThreadPoolExecutor:
 
 def ahead() -> concurrent.futures.ThreadPoolExecutor:
     """One pool per process for work done while a log entry's PUT is in flight (storing the next
-    commit's files); apart from :func:`_uploads`, whose tasks it waits for, so it never starves it."""
+    commit's files, gathering their requests first for at most that PUT); apart from :func:`_uploads`,
+    whose tasks it waits for, so it never starves it."""
     global _ahead
     with _pool_lock:
         if _ahead is None:
-            _ahead = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-ahead")
+            _ahead = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="s3-ahead")
         return _ahead
 
 
@@ -98,6 +99,7 @@ class ObjectAppender:
         self.races = 0
         self.landed_unseen = 0  # commits found landed after their answer was lost
         self.stored_ahead = 0  # commits whose files were stored during the previous log PUT
+        self.orphans_deleted = 0  # files stored for commits that no entry names (delete_files)
         # other writers' entries this appender read (412s), newest last: with ``unread``, what a compaction
         # needs to know of the versions between its file index and this appender's version
         self.winners_read: deque[tuple[int, Winners]] = deque(maxlen=WINNERS_KEPT)
@@ -187,6 +189,23 @@ class ObjectAppender:
         # starts when its own encoding is done, not after every file's
         futures = [_uploads().submit(self._store, key, rows, now, data_change) for key, rows in groups]
         return [future.result() for future in futures]
+
+    def delete_files(self, adds: Sequence[Mapping[str, Mapping[str, object]]]) -> None:
+        """Delete, off the caller's thread, data files stored for a commit that no log entry names (its
+        batches moved, or it was rebuilt after a lost race): the broker's vacuum on object storage is a
+        lite one, which deletes only files a ``remove`` names, so they would stay until a full vacuum."""
+        keys = [f"{self.table_key}/{add['add']['path']}" for add in adds]
+        if keys:
+            self.orphans_deleted += len(keys)
+            ahead().submit(self._delete, keys)
+
+    def _delete(self, keys: list[str]) -> None:
+        for key in keys:
+            try:
+                self.client.delete(key)
+            except Exception as exc:  # a closed client, the store gone: a full vacuum removes them
+                logger.info("%s: an unreferenced file not deleted (%s)", self.table_key, exc)
+                return
 
     def _store(
         self, key: tuple[int, int], rows: pa.Table, now: int, data_change: bool
