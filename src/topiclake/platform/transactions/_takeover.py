@@ -86,7 +86,7 @@ class Takeover:
             if not current.lock.acquire(blocking=False):
                 return  # this broker is coordinating the id right now
             try:
-                if current.inflight or not current.rolled_forward():
+                if current.inflight or (current.rolling is not None and not current.rolling.done()):
                     return  # batches being written, or a commit rolling forward: this broker's now
                 loaded = load_one(self._table, transactional_id, self._next_seq, self._clock())
                 if loaded is None:
