@@ -4,7 +4,6 @@ fencing by epoch, and the timeout sweep."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -272,75 +271,6 @@ def test_concurrent_requests_share_the_table_s_commits(storage: Storage, broker:
     assert sum(1 for r in staged if r["kind"] == "staged") == 40
     assert commits < 40, commits
     coord.close()
-
-
-def test_a_large_commit_is_answered_before_its_roll_forward_and_the_next_one_follows_it(
-    storage: Storage, broker: Broker
-) -> None:
-    """Past ``roll_later_bytes`` EndTxn returns once the decision is durable: the records and offsets are
-    not there yet (the offsets are pending for require_stable); the next transaction stages meanwhile, and
-    its commit decides only after the first one's roll-forward, so the partition keeps commit order."""
-    coord = TransactionCoordinator(broker, roll_later_bytes=0)
-    gate = threading.Event()
-    roll: Any = coord._roll
-    real = roll._append
-
-    def held_append(row: Any) -> None:
-        assert gate.wait(30), "the roll-forward was never let go"
-        real(row)
-
-    roll._append = held_append
-    try:
-        info = coord.init_producer_id("big", 60_000)
-        pid, epoch = info.producer_id, info.epoch
-        coord.add_partitions("big", pid, epoch, [("t", 0)])
-        coord.add_offsets("big", pid, epoch, "g")
-        coord.stage_offsets("big", pid, epoch, "g", {("t", 0): (2, None)})
-        coord.stage("big", pid, epoch, "t", 0, 0, _batch("a", "b"))
-        coord.end_txn("big", pid, epoch, commit=True)  # answered while its append is held
-        assert _values(storage) == []
-        assert coord.pending_offsets("g") == {("t", 0)}
-        assert [s.state for s in coord.describe()] == [TxnState.COMPLETE_COMMIT]
-        coord.add_partitions("big", pid, epoch, [("t", 0)])
-        coord.stage("big", pid, epoch, "t", 0, 2, _batch("c"))
-        threading.Timer(0.3, gate.set).start()
-        coord.end_txn("big", pid, epoch, commit=True)  # waited for the first roll-forward
-        assert _values(storage)[:2] == [(0, 0, "a"), (0, 1, "b")]
-    finally:
-        gate.set()
-        coord.close()  # the second roll-forward finishes
-    assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")]
-    assert [(k, c.offset) for k, c in broker.groups.committed("g").items()] == [(("t", 0), 2)]
-
-
-def test_a_roll_forward_cut_short_in_the_background_is_finished_by_the_next_coordinator(
-    storage: Storage, broker: Broker
-) -> None:
-    """A commit answered before its roll-forward, which then fails before ``complete_commit``, while the
-    next transaction is open: a restarted broker rolls the first forward once and carries the next on."""
-    first = TransactionCoordinator(broker, roll_later_bytes=0)
-    pid, epoch = _open(first)
-    _fail_on(first, "complete_commit")
-    first.end_txn("tid", pid, epoch, commit=True)  # answered; the background roll-forward fails at its end
-    first.add_partitions("tid", pid, epoch, [("t", 1)])
-    first.stage("tid", pid, epoch, "t", 1, 1, _batch("d"))
-    first.close()
-    broker.close()
-    again = Broker(storage, BrokerConfig(linger_ms=1))
-    try:
-        second = TransactionCoordinator(again)
-        second.recover()
-        expected = [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
-        assert _values(storage) == expected  # appended by the failed roll-forward, not again
-        (summary,) = second.describe()
-        assert summary.state is TxnState.ONGOING and summary.partitions == (("t", 1),)
-        second.end_txn("tid", pid, epoch, commit=True)
-        assert _values(storage) == [*expected, (1, 1, "d")]
-        kinds = DeltaTable(storage.system_uri("transactions")).to_pyarrow_table()["kind"].to_pylist()
-        assert kinds.count("complete_commit") == 2
-    finally:
-        second.close()
-        again.close()
 
 
 def test_the_sweep_leaves_the_transactions_of_ids_another_broker_coordinates_alone(

@@ -38,14 +38,11 @@ class Housekeeping:
     def _finish_commit(self, txn: Txn) -> None:
         raise NotImplementedError
 
-    def _settle(self, txn: Txn) -> None:
-        raise NotImplementedError
-
     def abort_expired(self, owns: Callable[[str], bool] | None = None) -> list[str]:
         """Abort open transactions older than their timeout and bump their epoch (the sweep; Kafka's 10 s).
 
-        Also retries the roll-forward of decided commits a failed EndTxn (or a background roll-forward)
-        left behind. Returns the transactional ids aborted.
+        Also retries the roll-forward of decided commits a failed EndTxn left behind. Returns the
+        transactional ids aborted.
 
         Args:
             owns: Whether this broker coordinates an id now (in a cluster): an id it does not is never
@@ -62,8 +59,6 @@ class Housekeeping:
             if txn.stale or not txn.lock.acquire(blocking=False):
                 continue  # stale: perhaps another broker's now (its next request reads it again)
             try:
-                if txn.rolled and (txn.rolling is None or txn.rolling.done()):
-                    self._settle(txn)
                 if txn.state is TxnState.PREPARE_COMMIT:
                     self._finish_commit(txn)
                 elif owns is not None and not owns(txn.transactional_id):

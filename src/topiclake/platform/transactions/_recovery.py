@@ -15,9 +15,8 @@ OPEN_KINDS = frozenset({"add_partitions", "add_offsets", "txn_offsets", "staged"
 
 def replay(rows: list[Row], txns: dict[str, Txn], next_seq: dict[tuple[int, int, str, int], int]) -> None:
     """Fill ``txns`` (epochs, last transaction's state, decided commits to roll forward: state
-    PrepareCommit with ``pending`` rows, or ``rolled`` rows when a later transaction began; open
-    transactions: state Ongoing with their partitions, groups and offsets, not their records) and
-    ``next_seq`` (the roll-forward sequence per producer, epoch and
+    PrepareCommit with ``pending`` rows; open transactions: state Ongoing with their partitions, groups and
+    offsets, not their records) and ``next_seq`` (the roll-forward sequence per producer, epoch and
     partition) from the table's rows."""
     prepared: dict[tuple[str, int], list[Row]] = {}
     completed: dict[tuple[str, int], str] = {}
@@ -60,10 +59,6 @@ def replay(rows: list[Row], txns: dict[str, Txn], next_seq: dict[tuple[int, int,
         first = decided[0]
         # an epoch row always comes first; setdefault only guards a table edited by hand
         known = txns.setdefault(tid, Txn(tid, first.producer_id, first.producer_epoch, DEFAULT_TIMEOUT_MS))
-        if seq < known.txn_seq:
-            # answered before its roll-forward, and the next transaction began: roll it forward first
-            known.rolled, known.rolling = decided, None
-            continue
         known.state = TxnState.PREPARE_COMMIT
         known.txn_seq = seq
         known.pending = decided
@@ -95,8 +90,6 @@ def load_one(
     fresh: dict[str, Txn] = {}
     replay(table.rows_of(transactional_id), fresh, next_seq)
     loaded = fresh.get(transactional_id)
-    if loaded is not None and loaded.rolled:
-        loaded.rolled = decided_records(table, transactional_id, loaded.rolled[0].txn_seq or 0)
     if loaded is not None and loaded.state is TxnState.PREPARE_COMMIT:
         loaded.pending = decided_records(table, transactional_id, loaded.txn_seq)
     if loaded is not None and loaded.state is TxnState.ONGOING:

@@ -6,15 +6,13 @@ names), whose state the log commits as a Delta ``txn`` action with the records, 
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
+from topiclake.platform.transactions._state import Txn
 from topiclake.platform.transactions._table import Row, TransactionTable, ipc_to_table, offsets_from_json
-
-logger = logging.getLogger("topiclake.platform.transactions.coordinator")
 
 
 def partition_producer_id(producer_id: int, partition: int) -> int:
@@ -24,7 +22,7 @@ def partition_producer_id(producer_id: int, partition: int) -> int:
 
 
 class RollForward:
-    """Applies decided commits of one coordinator, on the caller's thread or in the background.
+    """Applies decided commits of one coordinator.
 
     Args:
         broker: Whose logs and groups the records and offsets go to.
@@ -35,51 +33,31 @@ class RollForward:
         self._broker = broker
         self._table = table
         self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="txn-roll-forward")
-        # whole roll-forwards answered before they ran (their partitions' appends go to the pool above)
-        self._later = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-roll-later")
 
-    def run(self, decision: list[Row]) -> None:
-        """Apply ``decision`` (a transaction's ``prepare_commit`` rows, with their records) and record the
-        transaction complete.
+    def run(self, txn: Txn) -> None:
+        """Apply ``txn.pending`` (the decision's rows) and record the transaction complete.
 
         Raises:
             TopiclakeError: An append or commit failed; running again later is safe.
         """
         # the partitions' appends at once (the log's group commit joins a topic's partitions in one Delta
         # commit), then the offsets: a consumer never sees the offsets before the records they follow
-        parts = [row for row in decision if row.table is not None or row.records is not None]
+        parts = [row for row in txn.pending if row.table is not None or row.records is not None]
         appends = [self._threads.submit(self._append, row) for row in parts]
         for job in appends:
             job.result()
-        for row in decision:
+        for row in txn.pending:
             if row.group_id is not None and row.offsets is not None:
                 offsets = offsets_from_json(row.offsets)
                 if offsets:
                     self._broker.groups.commit(row.group_id, None, -1, offsets, foreign_ok=True)
-        first = decision[0]
+        first = txn.pending[0] if txn.pending else None
+        pid = first.producer_id if first is not None else txn.producer_id
+        epoch = first.producer_epoch if first is not None else txn.epoch
         now = int(time.time() * 1000)
-        done = Row(
-            "complete_commit",
-            first.transactional_id,
-            first.producer_id,
-            first.producer_epoch,
-            now,
-            first.timeout_ms,
-            first.txn_seq,
+        self._table.append(
+            [Row("complete_commit", txn.transactional_id, pid, epoch, now, txn.timeout_ms, txn.txn_seq)]
         )
-        self._table.append([done])
-
-    def later(self, decision: list[Row]) -> Future[None]:
-        """:meth:`run` on a thread of its own; the future holds its outcome."""
-        return self._later.submit(self._run_logged, decision)
-
-    def _run_logged(self, decision: list[Row]) -> None:
-        try:
-            self.run(decision)
-        except Exception as exc:  # the future holds it; the coordinator runs the decision again
-            logger.warning("transactions: roll-forward of %s failed: %s", decision[0].transactional_id, exc)
-            raise
-        logger.info("transactions: %s #%s committed", decision[0].transactional_id, decision[0].txn_seq)
 
     def _append(self, row: Row) -> None:
         assert row.topic is not None and row.partition is not None
@@ -91,6 +69,5 @@ class RollForward:
         self._broker.produce_arrow(row.topic, row.partition, data, acks="all", producer=producer)
 
     def close(self) -> None:
-        """Release the threads (the roll-forwards in progress or queued finish first)."""
-        self._later.shutdown(wait=True)
+        """Release the threads (a roll-forward in progress finishes)."""
         self._threads.shutdown(wait=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import threading
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -65,11 +64,6 @@ class Txn:
     offsets: dict[str, Offsets] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[Row] = field(default_factory=list)  # a decided commit not rolled forward yet
-    # the previous transaction's commit, answered and rolled forward in the background (``rolling``: its
-    # future; None for one read from the table, which the coordinator runs again itself): the next commit's
-    # decision waits for it, so a partition's records stay in commit order
-    rolled: list[Row] = field(default_factory=list)
-    rolling: Future[None] | None = None
     held_bytes: int = 0  # of the staged records (Arrow buffers), for the coordinator's memory bound
     # read from the table before this broker coordinated the id (at start, or before the brokers changed):
     # another broker may have coordinated it since, so the next request reads the id's rows again
@@ -95,24 +89,18 @@ class Txn:
         return self.state is TxnState.ONGOING and now - self.started > self.timeout_ms / 1000
 
     def pending_offsets(self, group_id: str, now: float) -> set[TopicPartition]:
-        """Partitions of ``group_id`` whose offsets this id's open or deciding transaction holds, or a
-        commit still rolling forward (an expired transaction's never commit, so they are not pending,
-        whether or not the sweep ran yet)."""
-        out = set()
-        if self.state is TxnState.ONGOING and not self.expired(now):
-            out = set(self.offsets.get(group_id, {}))
-        decided = list(self.pending) if self.state is TxnState.PREPARE_COMMIT else []
-        if self.rolled and not self.rolled_forward():
-            decided += self.rolled
-        for row in decided:
-            if row.group_id == group_id and row.offsets is not None:
-                out.update(offsets_from_json(row.offsets))
-        return out
-
-    def rolled_forward(self) -> bool:
-        """Whether the previous commit's background roll-forward (if any) is done and succeeded."""
-        job = self.rolling
-        return not self.rolled or (job is not None and job.done() and job.exception() is None)
+        """Partitions of ``group_id`` whose offsets this id's open or deciding transaction holds (an
+        expired transaction's never commit, so they are not pending, whether or not the sweep ran yet)."""
+        if self.state is TxnState.ONGOING:
+            return set() if self.expired(now) else set(self.offsets.get(group_id, {}))
+        if self.state is TxnState.PREPARE_COMMIT:
+            return {
+                tp
+                for row in self.pending
+                if row.group_id == group_id and row.offsets is not None
+                for tp in offsets_from_json(row.offsets)
+            }
+        return set()
 
     def summary(self) -> TxnSummary:
         """What DescribeTransactions shows of this id."""

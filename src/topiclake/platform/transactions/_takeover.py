@@ -29,9 +29,6 @@ class Takeover:
     def _finish_commit(self, txn: Txn) -> None:
         raise NotImplementedError
 
-    def _settle(self, txn: Txn) -> None:
-        raise NotImplementedError
-
     def recover(self) -> None:
         """Load the table once: epochs, sequence numbers, and roll forward decided, incomplete commits.
 
@@ -44,14 +41,8 @@ class Takeover:
             replay(self._table.rows(), self._txns, self._next_seq)
             self._recovered = True
             for txn in self._txns.values():
-                txn.stale = txn.state is not TxnState.PREPARE_COMMIT  # an open one: read with its records
+                txn.stale = txn.state is not TxnState.PREPARE_COMMIT
         for txn in list(self._txns.values()):
-            if txn.rolled:
-                with txn.lock:
-                    seq = txn.rolled[0].txn_seq or 0
-                    txn.rolled = decided_records(self._table, txn.transactional_id, seq)
-                    logger.info("transactions: rolling forward %s #%d", txn.transactional_id, seq)
-                    self._settle(txn)
             if txn.state is TxnState.PREPARE_COMMIT:
                 with txn.lock:
                     txn.pending = decided_records(self._table, txn.transactional_id, txn.txn_seq)
@@ -65,7 +56,7 @@ class Takeover:
         with self._lock:
             txns = list(self._txns.values())
         for txn in txns:
-            if txn.state is not TxnState.PREPARE_COMMIT and txn.rolled_forward():
+            if txn.state is not TxnState.PREPARE_COMMIT:
                 txn.stale = True
 
     def _reload(self, transactional_id: str) -> None:
@@ -86,8 +77,8 @@ class Takeover:
             if not current.lock.acquire(blocking=False):
                 return  # this broker is coordinating the id right now
             try:
-                if current.inflight or (current.rolling is not None and not current.rolling.done()):
-                    return  # batches being written, or a commit rolling forward: this broker's now
+                if current.inflight:
+                    return
                 loaded = load_one(self._table, transactional_id, self._next_seq, self._clock())
                 if loaded is None:
                     return

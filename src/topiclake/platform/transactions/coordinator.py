@@ -13,10 +13,6 @@ commit goes in three steps:
    then the groups' offsets;
 3. ``complete_commit`` recorded.
 
-EndTxn is answered after step 3, or, for a commit of ``ROLL_LATER_BYTES`` or more, after step 1: steps 2
-and 3 then run in the background while the producer's next transaction stages its batches, and that
-transaction's decision waits for them (docs/transactions.md, "When a commit is visible").
-
 A broker that starts (or takes a coordinator's place) rolls forward every decided transaction not marked
 complete. An abort drops the staged records: nothing of it was ever in a topic table.
 """
@@ -66,10 +62,6 @@ logger = logging.getLogger(__name__)
 MAX_TIMEOUT_MS = 900_000
 #: What open transactions may hold in memory on one broker together (their records wait for the commit).
 MAX_HELD_BYTES = 256 * 1024 * 1024
-#: A commit holding at least this many bytes of records is answered once its decision is durable and
-#: rolled forward in the background (Kafka answers EndTxn before its markers are written, too); a smaller
-#: one is answered after its roll-forward, a few milliseconds, so its records are there at the answer.
-ROLL_LATER_BYTES = 1024 * 1024
 
 TopicPartition = tuple[str, int]
 
@@ -81,8 +73,6 @@ class TransactionCoordinator(Takeover, Housekeeping):
         broker: The broker whose logs and groups the transactions write to.
         max_timeout_ms: Kafka's ``transaction.max.timeout.ms``.
         max_held_bytes: What open transactions may hold together; a batch beyond it is refused.
-        roll_later_bytes: A commit of at least this many bytes of records is answered before its
-            roll-forward (:data:`ROLL_LATER_BYTES`).
         clock: Monotonic seconds (tests pass their own).
     """
 
@@ -92,14 +82,12 @@ class TransactionCoordinator(Takeover, Housekeeping):
         *,
         max_timeout_ms: int = MAX_TIMEOUT_MS,
         max_held_bytes: int = MAX_HELD_BYTES,
-        roll_later_bytes: int = ROLL_LATER_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._broker = broker
         self._table = TransactionTable(broker.storage)
         self._max_timeout_ms = max_timeout_ms
         self._max_held_bytes = max_held_bytes
-        self._roll_later_bytes = roll_later_bytes
         self._clock = clock
         self._lock = threading.Lock()
         self._txns: dict[str, Txn] = {}
@@ -166,7 +154,6 @@ class TransactionCoordinator(Takeover, Housekeeping):
             if transactional_id not in self._txns:
                 self._txns[transactional_id] = Txn(transactional_id, new_producer_id(), -1, timeout_ms)
         with self._locked(transactional_id) as txn:
-            self._settle(txn)
             if txn.state is TxnState.PREPARE_COMMIT:
                 self._finish_commit(txn)
             if producer_id >= 0 and (producer_id != txn.producer_id or epoch < txn.epoch - 1):
@@ -315,9 +302,7 @@ class TransactionCoordinator(Takeover, Housekeeping):
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
         """EndTxn: commit (decide, roll forward, complete) or abort (drop what was staged).
 
-        A commit of at least ``roll_later_bytes`` returns once its decision is durable, its roll-forward
-        running in the background; the id's next commit decides only after it. A retried EndTxn of the
-        transaction that just ended the same way succeeds again.
+        A retried EndTxn of the transaction that just ended the same way succeeds again.
 
         Raises:
             InvalidProducerIdMapping, ProducerFenced, InvalidTxnState, StorageError, and what the
@@ -340,7 +325,6 @@ class TransactionCoordinator(Takeover, Housekeeping):
             if not commit:
                 abort(self._table, txn, "the producer aborted")
                 return
-            self._settle(txn)  # the previous commit's records first: each partition's stay in commit order
             decision = decision_rows(txn, self._next_seq, now_ms())
             # from here on the transaction is committed (its records are in its staged rows)
             self._table.append([replace(r, records=None) for r in decision])
@@ -348,14 +332,9 @@ class TransactionCoordinator(Takeover, Housekeeping):
                 if row.topic is not None and row.partition is not None:
                     key = (row.producer_id, row.producer_epoch, row.topic, row.partition)
                     self._next_seq[key] = (row.base_sequence or 0) + (row.record_count or 0)
-            later = txn.held_bytes >= self._roll_later_bytes
-            txn.clear()
-            if later:  # answered now; the next commit of the id waits for it (_settle)
-                txn.rolled, txn.rolling = decision, self._roll.later(decision)
-                txn.state = TxnState.COMPLETE_COMMIT
-                return
             txn.pending = decision
             txn.state = TxnState.PREPARE_COMMIT
+            txn.clear()
             self._finish_commit(txn)
 
     @contextmanager
@@ -379,27 +358,9 @@ class TransactionCoordinator(Takeover, Housekeeping):
         finally:
             txn.lock.release()
 
-    def _settle(self, txn: Txn) -> None:
-        """Wait for the previous commit's roll-forward in the background; run it here if it failed, or if it
-        was read from the table (idempotent). Caller holds ``txn.lock``.
-
-        Raises:
-            TopiclakeError: The roll-forward failed again (the next request, or the sweep, retries).
-        """
-        if not txn.rolled:
-            return
-        if txn.rolling is not None:
-            try:
-                txn.rolling.result()
-            except Exception:  # logged by the roll-forward; applied again just below
-                txn.rolling = None
-        if txn.rolling is None:
-            self._roll.run(txn.rolled)
-        txn.rolled, txn.rolling = [], None
-
     def _finish_commit(self, txn: Txn) -> None:
         """Roll a decided commit forward (idempotent) and record it complete. Caller holds ``txn.lock``."""
-        self._roll.run(txn.pending)
+        self._roll.run(txn)
         txn.pending = []
         txn.state = TxnState.COMPLETE_COMMIT
         logger.info("transactions: %s #%d committed", txn.transactional_id, txn.txn_seq)
