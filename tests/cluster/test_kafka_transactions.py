@@ -181,9 +181,13 @@ def _open_batches(warehouse: Path | str, tid: str, options: dict[str, str] | Non
     return sum(1 for r in rows if r["txn_seq"] == last and r["kind"] == "staged")
 
 
-def _pause_amid_a_transaction(copier: subprocess.Popen[bytes], broker: KafkaBroker, tid: str) -> None:
+def _pause_amid_a_transaction(
+    copier: subprocess.Popen[bytes], broker: KafkaBroker, tid: str, run_s: float = 0.05
+) -> None:
     """Stop ``copier`` (SIGSTOP) at a moment its transaction has batches written and is not decided: its
-    coordinator's death then surely comes amid that transaction (the caller sends SIGCONT)."""
+    coordinator's death then surely comes amid that transaction (the caller sends SIGCONT). Between two
+    looks it runs ``run_s``: over S3 a look at the table takes a while, and a copier stopped for most of
+    that time kept one transaction open past its 10-s timeout (fenced: seen once)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         copier.send_signal(signal.SIGSTOP)
@@ -191,7 +195,7 @@ def _pause_amid_a_transaction(copier: subprocess.Popen[bytes], broker: KafkaBrok
         if _open_batches(broker.proc.warehouse, tid, broker.proc.options) > 0:
             return
         copier.send_signal(signal.SIGCONT)
-        time.sleep(0.05)
+        time.sleep(run_s)
     raise AssertionError(f"{tid} never paused amid a transaction")
 
 
@@ -223,7 +227,7 @@ def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
     try:
         copied = n * 15 // 100
         wait_for(lambda: len(table_rows(warehouse, "sout", options)) >= copied, 120, f"{copied} copied")
-        _pause_amid_a_transaction(copiers[0], brokers[0], "copier-0")
+        _pause_amid_a_transaction(copiers[0], brokers[0], "copier-0", 0.05 if store == "local" else 1.0)
         victim.proc.kill9()  # mid-transaction: its batches were answered, the commit is to come
         killed_ms = time.time() * 1000
         copiers[0].send_signal(signal.SIGCONT)
