@@ -6,6 +6,10 @@ Every load is bounded by a record count and a timeout.
 
     python bench/kafka_txn_bench.py --anchor ../shared/tools/kafka-anchor.sh --records 300000
     python bench/kafka_txn_bench.py --records 100000             # topiclake only
+    python bench/kafka_txn_bench.py --anchor ... --variant base=/tmp/base/src --variant new=src   # A/B
+
+``--variant NAME=SRC`` (repeatable) measures topiclake once per source tree (its ``PYTHONPATH``), one after
+the other in the same run; without it, the tree this process imports.
 
 Results: ``bench/results/kafka_txn.md`` and ``kafka_txn.json`` (records/s, average and p99 latency, and the
 ratio topiclake / Kafka of each row).
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -65,10 +70,11 @@ def kafka_rows(anchor: str, records: int, scratch: Path) -> list[dict[str, float
         return run_all(bootstrap, records, "kafka-txn-")
 
 
-def topiclake_rows(records: int) -> list[dict[str, float | str]]:
+def topiclake_rows(records: int, src: str | None = None) -> list[dict[str, float | str]]:
+    env = {"PYTHONPATH": os.path.abspath(src)} if src else None
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
-        gw = GatewayProcess(Path(tmp) / "wh", Path(tmp) / "gateway.log", kafka_port=port)
+        gw = GatewayProcess(Path(tmp) / "wh", Path(tmp) / "gateway.log", env=env, kafka_port=port)
         try:
             rows = run_all(f"127.0.0.1:{port}", records, "tl-txn-")
             rss = gw.rss_mb()
@@ -85,6 +91,9 @@ def main() -> int:
     )
     parser.add_argument("--records", type=int, default=300_000, help="records per ProducerPerformance run")
     parser.add_argument("--anchor", help="path of kafka-anchor.sh: measure Apache Kafka first, same run")
+    parser.add_argument(
+        "--variant", action="append", default=[], help="NAME=SRC: topiclake of that source tree (repeatable)"
+    )
     args = parser.parse_args()
     kafka: list[dict[str, float | str]] = []
     if args.anchor:
@@ -93,22 +102,26 @@ def main() -> int:
             kafka = kafka_rows(args.anchor, args.records, scratch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-    ours = topiclake_rows(args.records)
+    variants = [v.split("=", 1) for v in args.variant] or [["topiclake", ""]]
+    ours = {name: topiclake_rows(args.records, src or None) for name, src in variants}
     lines = ["# Transactions: ProducerPerformance, Apache Kafka and topiclake in one run", ""]
     lines += [f"- {k}: {v}" for k, v in machine(records=str(args.records)).items()]
     lines += ["", "| scenario | Kafka rec/s | topiclake rec/s | ratio | topiclake avg / p99 ms |"]
     lines += ["|---|---:|---:|---:|---:|"]
-    for i, row in enumerate(ours):
-        theirs = float(kafka[i]["rec_per_s"]) if kafka else 0.0
-        mine = float(row["rec_per_s"])
-        ratio = f"{mine / theirs:.2f}" if theirs else "-"
-        lines.append(
-            f"| {row['scenario']} | {theirs:,.0f} | {mine:,.0f} | {ratio} | "
-            f"{float(row['avg_ms']):.1f} / {float(row['p99_ms']):.0f} |"
-        )
+    for name, rows in ours.items():
+        for i, row in enumerate(rows):
+            theirs = float(kafka[i]["rec_per_s"]) if kafka else 0.0
+            mine = float(row["rec_per_s"])
+            ratio = f"{mine / theirs:.2f}" if theirs else "-"
+            label = row["scenario"] if len(ours) == 1 else f"{row['scenario']} ({name})"
+            lines.append(
+                f"| {label} | {theirs:,.0f} | {mine:,.0f} | {ratio} | "
+                f"{float(row['avg_ms']):.1f} / {float(row['p99_ms']):.0f} |"
+            )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "kafka_txn.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / "kafka_txn.json").write_text(json.dumps({"kafka": kafka, "topiclake": ours}, indent=2))
+    found = {"kafka": kafka, **({"topiclake": ours["topiclake"]} if list(ours) == ["topiclake"] else ours)}
+    (RESULTS / "kafka_txn.json").write_text(json.dumps(found, indent=2))
     print("\n".join(lines))
     return 0
 

@@ -37,27 +37,39 @@ def store(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def start_brokers(
+def shared_warehouse(
     tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> Iterator[tuple[Path | str, dict[str, str]]]:
+    """The brokers' warehouse and the environment that reaches it: ``tmp_path / "wh"`` and none, or (with
+    ``store`` s3) a fresh bucket behind a proxy of its own on the session's S3 server and AWS's usual
+    variables (also the storage options of the test's own reads)."""
+    if store != "s3":
+        yield tmp_path / "wh", {}
+        return
+    server: LocalS3Server = request.getfixturevalue("cluster_s3_server")
+    bucket = f"brokers-{next(_buckets)}"
+    server.create_bucket(bucket)
+    proxy: ProxyProcess = ProxyProcess(server.endpoint).start()
+    env = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": proxy.endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+    try:
+        yield f"s3://{bucket}/wh", env
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture
+def start_brokers(
+    tmp_path: Path, shared_warehouse: tuple[Path | str, dict[str, str]]
 ) -> Iterator[Callable[..., list[BrokerProcess]]]:
     """``start_brokers(n)``: n brokers (ids 1..n) over one warehouse; each is stopped after the test."""
     started: list[BrokerProcess] = []
-    warehouse: Path | str = tmp_path / "wh"
-    env: dict[str, str] = {}
-    proxy: ProxyProcess | None = None
-    if store == "s3":
-        server: LocalS3Server = request.getfixturevalue("cluster_s3_server")
-        bucket = f"brokers-{next(_buckets)}"
-        server.create_bucket(bucket)
-        proxy = ProxyProcess(server.endpoint).start()
-        warehouse = f"s3://{bucket}/wh"
-        env = {
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": proxy.endpoint,
-            "AWS_ALLOW_HTTP": "true",
-        }
+    warehouse, env = shared_warehouse
 
     def start(count: int, *, first_id: int = 1, extra: list[str] | None = None) -> list[BrokerProcess]:
         new = [
@@ -74,8 +86,6 @@ def start_brokers(
     finally:
         for b in started:
             b.stop()
-        if proxy is not None:
-            proxy.stop()
 
 
 @pytest.fixture

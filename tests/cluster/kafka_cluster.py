@@ -42,10 +42,15 @@ class KafkaBroker:
 
 
 def start_kafka_brokers(
-    warehouse: Path, logs: Path, count: int, racks: list[str] | None = None
+    warehouse: Path | str,
+    logs: Path,
+    count: int,
+    racks: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> list[KafkaBroker]:
     """Start ``count`` brokers (ids 1..count) at once; return when each answers and all see each other.
-    ``racks``: broker i's ``--rack`` is ``racks[i - 1]``.
+    ``racks``: broker i's ``--rack`` is ``racks[i - 1]``; ``env``: what reaches an ``s3://`` warehouse
+    (conftest.py's ``shared_warehouse``).
 
     The caller stops them (``b.proc.stop()``), also when this raises: every started process is in the list
     handed to ``started`` before waiting.
@@ -55,7 +60,7 @@ def start_kafka_brokers(
     for i in range(1, count + 1):
         http, kafka = ports[2 * i - 2], ports[2 * i - 1]
         extra = ["--kafka-port", str(kafka)] + (["--rack", racks[i - 1]] if racks else [])
-        proc = BrokerProcess(warehouse, i, logs / f"broker-{i}.log", port=http, extra=extra)
+        proc = BrokerProcess(warehouse, i, logs / f"broker-{i}.log", port=http, extra=extra, env=env)
         brokers.append(KafkaBroker(proc, kafka))
     errors: list[BaseException] = []
 
@@ -101,9 +106,12 @@ def leaders(broker: KafkaBroker, topic: str) -> dict[int, int]:
     return {}
 
 
-def table_rows(warehouse: Path, topic: str) -> list[tuple[int, int, bytes]]:
-    """(partition, offset, value) of every row of the topic's Delta table."""
-    dt = DeltaTable(str(warehouse / "topics" / topic))
+def table_rows(
+    warehouse: Path | str, topic: str, options: dict[str, str] | None = None
+) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every row of the topic's Delta table (``options``: the storage options
+    of an ``s3://`` warehouse)."""
+    dt = DeltaTable(f"{str(warehouse).rstrip('/')}/topics/{topic}", storage_options=options or None)
     t = dt.to_pyarrow_table(columns=["partition", "offset", "value"])
     return [(int(r["partition"]), int(r["offset"]), bytes(r["value"])) for r in t.to_pylist()]
 

@@ -7,12 +7,14 @@ the next epoch (read back from ``_system/transactions``) and commits again.
 And issue 31's proof with Kafka's own Java tools: TransactionalMessageCopiers with random aborts copy 10,000
 integers while the broker coordinating one of them is killed with -9 mid-transaction; its open transaction
 carries on at the successor (its requests were durable in ``_system/transactions`` when answered), and a
-read_committed VerifiableConsumer and the output table hold each value exactly once."""
+read_committed VerifiableConsumer and the output table hold each value exactly once — over a directory and
+(``[s3]``, fewer integers) over a bucket of the local S3 server."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import signal
 import socket
@@ -42,11 +44,15 @@ TID = "cluster-tid"
 
 
 @pytest.fixture
-def brokers(tmp_path: Path) -> Iterator[list[KafkaBroker]]:
+def brokers(
+    tmp_path: Path, shared_warehouse: tuple[Path | str, dict[str, str]]
+) -> Iterator[list[KafkaBroker]]:
+    """Three brokers over a directory, or over S3 when the test is parametrized with ``STORES``."""
+    warehouse, env = shared_warehouse
     with pytest.MonkeyPatch.context() as mp:
         for k, v in FAST_ENV.items():
             mp.setenv(k, v)
-        started = start_kafka_brokers(tmp_path / "wh", tmp_path, 3)
+        started = start_kafka_brokers(warehouse, tmp_path, 3, env=env)
         try:
             yield started
         finally:
@@ -132,6 +138,14 @@ def test_transactions_over_three_brokers_and_the_coordinator_killed(
 
 TOOLS = "org.apache.kafka.tools."
 N = 10_000
+#: Over S3: fewer (the suite's time), still ~7 transactions of each copier and several after the kill.
+N_S3 = 3_000
+#: The [s3] case runs when asked: the pause before the kill (a look at _system/transactions while the
+#: copier is stopped) is slow over S3 and missed copier-0's open transaction, or held it past its 10-s
+#: timeout, in 2 of 7 runs (docs/decisions.md, "Transactions, seventh cut").
+S3_OPT_IN = pytest.mark.skipif(
+    not os.environ.get("TOPICLAKE_S3_COPIER_TEST"), reason="opt-in: TOPICLAKE_S3_COPIER_TEST=1"
+)
 
 
 def _kafka_jars() -> Any:
@@ -142,7 +156,7 @@ def _kafka_jars() -> Any:
     return kafka_jars
 
 
-def _verified(bs: str, tmp_path: Path) -> list[int]:
+def _verified(bs: str, tmp_path: Path, n: int) -> list[int]:
     """What a read_committed VerifiableConsumer (Java 4.2.0) reads of ``sout``."""
     classpath = _kafka_jars().classpath
     config = tmp_path / "consumer.properties"
@@ -150,7 +164,7 @@ def _verified(bs: str, tmp_path: Path) -> list[int]:
     cmd = [
         *_kafka_jars().JAVA, "-Xmx256m", "-cp", classpath(), TOOLS + "VerifiableConsumer",
         "--bootstrap-server", bs, "--topic", "sout", "--group-id", "verifier",
-        "--max-messages", str(N), "--reset-policy", "earliest", "--verbose",
+        "--max-messages", str(n), "--reset-policy", "earliest", "--verbose",
         "--consumer.config", str(config),
     ]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -159,81 +173,89 @@ def _verified(bs: str, tmp_path: Path) -> list[int]:
     return [int(e["value"]) for e in events if e["name"] == "record_data"]
 
 
-def _txn_rows(warehouse: Path, tid: str) -> list[dict[str, Any]]:
-    dt = DeltaTable(str(warehouse / "_system" / "transactions"))
+def _txn_rows(warehouse: Path | str, tid: str, options: dict[str, str] | None) -> list[dict[str, Any]]:
+    dt = DeltaTable(f"{warehouse}/_system/transactions", storage_options=options)
     columns = ["kind", "transactional_id", "txn_seq", "at_ms"]
     return [r for r in dt.to_pyarrow_table(columns=columns).to_pylist() if r["transactional_id"] == tid]
 
 
-def _open_batches(warehouse: Path, tid: str) -> int:
+def _open_batches(warehouse: Path | str, tid: str, options: dict[str, str] | None) -> int:
     """Batches written of ``tid``'s last transaction, 0 once it is decided or ended."""
-    rows = _txn_rows(warehouse, tid)
+    rows = _txn_rows(warehouse, tid, options)
     last = max((r["txn_seq"] for r in rows), default=0)
     if any(r["txn_seq"] == last and r["kind"] in ("prepare_commit", "complete_abort") for r in rows):
         return 0
     return sum(1 for r in rows if r["txn_seq"] == last and r["kind"] == "staged")
 
 
-def _pause_amid_a_transaction(copier: subprocess.Popen[bytes], warehouse: Path, tid: str) -> None:
+def _pause_amid_a_transaction(
+    copier: subprocess.Popen[bytes], broker: KafkaBroker, tid: str, run_s: float = 0.05
+) -> None:
     """Stop ``copier`` (SIGSTOP) at a moment its transaction has batches written and is not decided: its
-    coordinator's death then surely comes amid that transaction (the caller sends SIGCONT)."""
+    coordinator's death then surely comes amid that transaction (the caller sends SIGCONT). Between two
+    looks it runs ``run_s``: over S3 a look at the table takes a while, and a copier stopped for most of
+    that time kept one transaction open past its 10-s timeout (fenced: seen once)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         copier.send_signal(signal.SIGSTOP)
         time.sleep(0.3)  # what it had sent is answered meanwhile
-        if _open_batches(warehouse, tid) > 0:
+        if _open_batches(broker.proc.warehouse, tid, broker.proc.options) > 0:
             return
         copier.send_signal(signal.SIGCONT)
-        time.sleep(0.05)
+        time.sleep(run_s)
     raise AssertionError(f"{tid} never paused amid a transaction")
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK (the Spark tests need one too)")
+@pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=S3_OPT_IN)], indirect=True)
 def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
-    brokers: list[KafkaBroker], tmp_path: Path
+    brokers: list[KafkaBroker], tmp_path: Path, store: str
 ) -> None:
-    """Issue 31's proof: 10,000 integers in 2 partitions, a TransactionalMessageCopier per partition
-    (random aborts, group metadata), kill -9 of the broker coordinating ``copier-0`` while it copies; its
-    open transaction continues at the successor, and the output holds each input value exactly once."""
+    """Issue 31's proof: 10,000 integers in 2 partitions (3,000 over S3, where every request the copiers
+    make is durable in the bucket before its answer), a TransactionalMessageCopier per partition (random
+    aborts, group metadata), kill -9 of the broker coordinating ``copier-0`` while it copies; its open
+    transaction continues at the successor, and the output holds each input value exactly once."""
+    n = N if store == "local" else N_S3
     bs = ",".join(b.bootstrap for b in brokers)
     admin = AdminClient({"bootstrap.servers": bs})
     for name in ("sin", "sout"):
         admin.create_topics([NewTopic(name, 2, 3)])[name].result(30)
     p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 5})
-    for i in range(N):
+    for i in range(n):
         p.produce("sin", key=str(i).encode(), value=str(i).encode(), partition=i % 2)
     assert p.flush(60) == 0
     coordinator = _txn_coordinator(brokers[0], "copier-0")
     victim = next(b for b in brokers if b.broker_id == coordinator)
     alive = [b for b in brokers if b is not victim]
-    warehouse = tmp_path / "wh"
+    warehouse, options = brokers[0].proc.warehouse, brokers[0].proc.options
     logs = [open(tmp_path / f"copier-{q}.out", "w") for q in (0, 1)]  # noqa: SIM115 (closed below)
     command = _kafka_jars().copier_command
     copiers = [subprocess.Popen(command(bs, q), stdout=logs[q], stderr=subprocess.STDOUT) for q in (0, 1)]
     try:
-        wait_for(lambda: len(table_rows(warehouse, "sout")) >= 1500, 120, "1,500 records copied")
-        _pause_amid_a_transaction(copiers[0], warehouse, "copier-0")
+        copied = n * 15 // 100
+        wait_for(lambda: len(table_rows(warehouse, "sout", options)) >= copied, 120, f"{copied} copied")
+        _pause_amid_a_transaction(copiers[0], brokers[0], "copier-0", 0.05 if store == "local" else 0.3)
         victim.proc.kill9()  # mid-transaction: its batches were answered, the commit is to come
         killed_ms = time.time() * 1000
         copiers[0].send_signal(signal.SIGCONT)
-        killed_at = len(table_rows(warehouse, "sout"))
-        assert killed_at < N - 1000, killed_at
+        killed_at = len(table_rows(warehouse, "sout", options))
+        assert killed_at < n * 9 // 10, killed_at
         started = time.monotonic()
         for q, c in enumerate(copiers):
             assert c.wait(240) == 0, (tmp_path / f"copier-{q}.out").read_text()[-3000:]
-        print(f"copied {N - killed_at} records in {time.monotonic() - started:.1f} s after the kill")
+        print(f"copied {n - killed_at} records in {time.monotonic() - started:.1f} s after the kill")
     finally:
         _kafka_jars().stop_copiers(copiers, logs)
     assert _txn_coordinator(alive[0], "copier-0") != coordinator
-    txns = _txn_rows(warehouse, "copier-0")
+    txns = _txn_rows(warehouse, "copier-0", options)
     assert sum(1 for r in txns if r["kind"] == "epoch") == 1  # never fenced, never initialized again
     straddling = {r["txn_seq"] for r in txns if r["kind"] == "staged" and r["at_ms"] < killed_ms} & {
         r["txn_seq"] for r in txns if r["kind"].startswith("complete_") and r["at_ms"] > killed_ms
     }
     assert straddling, "no transaction of copier-0 was open across the kill"
-    rows = table_rows(warehouse, "sout")
+    rows = table_rows(warehouse, "sout", options)
     for q in (0, 1):  # the table: contiguous offsets, each value once (delta-rs)
         offsets = sorted(o for r, o, _v in rows if r == q)
         assert offsets == list(range(len(offsets))), f"sout/{q}"
-    assert sorted(int(v) for _q, _o, v in rows) == list(range(N))
-    assert sorted(_verified(",".join(b.bootstrap for b in alive), tmp_path)) == list(range(N))
+    assert sorted(int(v) for _q, _o, v in rows) == list(range(n))
+    assert sorted(_verified(",".join(b.bootstrap for b in alive), tmp_path, n)) == list(range(n))

@@ -26,6 +26,7 @@ from topiclake.kafka.classic_groups import ClassicGroups
 from topiclake.kafka.consumer_groups import ConsumerGroups
 from topiclake.kafka.context import ConnectionState, Context
 from topiclake.kafka.handlers import HANDLERS, api_versions_fallback, error_response
+from topiclake.kafka.handlers import transactions as transactions_handlers
 from topiclake.kafka.read_ahead import READ_AHEAD, ReadAhead
 from topiclake.kafka.versions import API_VERSIONS, BEFORE_AUTHENTICATION, supported
 from topiclake.platform import Broker
@@ -203,13 +204,16 @@ class KafkaListener:
         self.context.poll_executor.shutdown(wait=False, cancel_futures=True)
         logger.info("kafka listener of broker %d closed", self.broker.config.broker_id)
 
+    def _abort_expired(self) -> None:
+        self.transactions.abort_expired(transactions_handlers.owner_check(self.context))
+
     async def _sweep_transactions(self) -> None:
         """Roll forward decided commits (after a restart), then abort timed-out transactions every second;
         compact ``_system/transactions`` every hour."""
         compacted = time.monotonic()
         while True:
             try:
-                await self.context.run(self.transactions.abort_expired)
+                await self.context.run(self._abort_expired)
                 if time.monotonic() - compacted > _COMPACT_EVERY_S:
                     compacted = time.monotonic()
                     await self.context.run(self.transactions.compact)

@@ -271,3 +271,20 @@ def test_concurrent_requests_share_the_table_s_commits(storage: Storage, broker:
     assert sum(1 for r in staged if r["kind"] == "staged") == 40
     assert commits < 40, commits
     coord.close()
+
+
+def test_the_sweep_leaves_the_transactions_of_ids_another_broker_coordinates_alone(
+    storage: Storage, broker: Broker
+) -> None:
+    """A broker that served an id while the brokers disagreed on who is alive keeps its state of it; past
+    the timeout its sweep must not abort (and fence) what the id's coordinator carries on meanwhile."""
+    now = [100.0]
+    coord = TransactionCoordinator(broker, clock=lambda: now[0])
+    info = coord.init_producer_id("moved", 1_000)
+    coord.add_partitions("moved", info.producer_id, info.epoch, [("t", 0)])
+    coord.stage("moved", info.producer_id, info.epoch, "t", 0, 0, _batch("kept"))
+    now[0] += 1.5
+    assert coord.abort_expired(owns=lambda tid: False) == []
+    kinds = DeltaTable(storage.system_uri("transactions")).to_pyarrow_table()["kind"].to_pylist()
+    assert "complete_abort" not in kinds and kinds.count("epoch") == 1
+    assert coord.abort_expired(owns=lambda tid: True) == []  # stale now: read again on its next request

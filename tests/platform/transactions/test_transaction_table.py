@@ -5,6 +5,8 @@ skip files by their statistics, a checkpoint every 100 versions, and two writers
 from __future__ import annotations
 
 import json
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from deltalake import DeltaTable
 
 from topiclake.platform import Storage
 from topiclake.platform.log.blind_append import CHECKPOINT_INTERVAL
+from topiclake.platform.transactions._group_commit import GroupCommit
 from topiclake.platform.transactions._table import SCHEMA, Row, TransactionTable
 
 
@@ -58,3 +61,32 @@ def test_two_writers_racing_lose_no_row(tmp_path: Path) -> None:
         (f"w{w}", i) for w in (0, 1) for i in range(30)
     )
     assert DeltaTable(writers[0].uri).version() == 60
+
+
+def test_a_writer_lingers_for_as_many_callers_as_the_previous_commit_carried() -> None:
+    """A producer's pipelined requests come back together after their commit and arrive again a moment
+    apart: the first of them waits (up to the linger) for as many as the previous commit carried, so they
+    share one commit instead of the first taking one of its own."""
+    commits: list[list[int]] = []
+    gate = threading.Event()
+
+    def write(items: list[int]) -> None:
+        if not commits:
+            assert gate.wait(10)  # the next four queue up behind the first caller's commit
+        commits.append(sorted(items))
+
+    group = GroupCommit[int](write, linger_s=0.5)
+    with ThreadPoolExecutor(5) as pool:
+        first = [pool.submit(group.submit, [i]) for i in range(5)]
+        time.sleep(0.05)
+        gate.set()
+        for job in first:
+            job.result()
+        assert commits == [[0], [1, 2, 3, 4]]
+        later = []
+        for i in range(5, 9):
+            later.append(pool.submit(group.submit, [i]))
+            time.sleep(0.002)
+        for job in later:
+            job.result()
+    assert commits[2:] == [[5, 6, 7, 8]]

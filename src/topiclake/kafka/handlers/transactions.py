@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from topiclake.errors import ProducerFenced, TopiclakeError
@@ -67,6 +68,15 @@ def coordinator_node(ctx: Context, transactional_id: str) -> dict[str, Any]:
     if found is None:
         return {"node_id": me, "host": ctx.host, "port": ctx.port}
     return {"node_id": found["node_id"], "host": found["host"], "port": found["port"]}
+
+
+def owner_check(ctx: Context) -> Callable[[str], bool]:
+    """Whether this broker coordinates a transactional id, by the live brokers as of this call (one look
+    for the whole timeout sweep, which leaves other brokers' ids alone)."""
+    listed, _controller, _cluster = brokers(ctx)
+    live = sorted(b["node_id"] for b in listed)
+    me = ctx.broker.config.broker_id
+    return lambda tid: not live or coordinator_for(f"transaction/{tid}", live) == me
 
 
 def _owned(ctx: Context, transactional_id: str) -> bool:

@@ -38,11 +38,17 @@ class Housekeeping:
     def _finish_commit(self, txn: Txn) -> None:
         raise NotImplementedError
 
-    def abort_expired(self) -> list[str]:
+    def abort_expired(self, owns: Callable[[str], bool] | None = None) -> list[str]:
         """Abort open transactions older than their timeout and bump their epoch (the sweep; Kafka's 10 s).
 
         Also retries the roll-forward of decided commits a failed EndTxn left behind. Returns the
         transactional ids aborted.
+
+        Args:
+            owns: Whether this broker coordinates an id now (in a cluster): an id it does not is never
+                aborted here. A broker that served an id while the brokers disagreed on who is alive keeps
+                its state, not marked stale (the change came before); its sweep must not abort, and fence,
+                the transaction the id's coordinator carries on meanwhile.
         """
         self.recover()
         now = self._clock()
@@ -55,6 +61,8 @@ class Housekeeping:
             try:
                 if txn.state is TxnState.PREPARE_COMMIT:
                     self._finish_commit(txn)
+                elif owns is not None and not owns(txn.transactional_id):
+                    txn.stale = True  # another broker's: read again should the id come back here
                 elif txn.expired(now):
                     expire(self._table, txn)
                     aborted.append(txn.transactional_id)

@@ -42,7 +42,8 @@ class RollForward:
         """
         # the partitions' appends at once (the log's group commit joins a topic's partitions in one Delta
         # commit), then the offsets: a consumer never sees the offsets before the records they follow
-        appends = [self._threads.submit(self._append, row) for row in txn.pending if row.records is not None]
+        parts = [row for row in txn.pending if row.table is not None or row.records is not None]
+        appends = [self._threads.submit(self._append, row) for row in parts]
         for job in appends:
             job.result()
         for row in txn.pending:
@@ -59,14 +60,13 @@ class RollForward:
         )
 
     def _append(self, row: Row) -> None:
-        assert row.records is not None and row.topic is not None and row.partition is not None
+        assert row.topic is not None and row.partition is not None
+        data = row.table if row.table is not None else ipc_to_table(row.records or b"")
         # one producer id per partition, numbered per topic (no scope): the same Delta txn app id whether
         # the leader is this broker or another one the append is forwarded to (forwarding keeps no scope)
         pid = partition_producer_id(row.producer_id, row.partition)
         producer = ProducerInfo(pid, row.producer_epoch, row.base_sequence or 0)
-        self._broker.produce_arrow(
-            row.topic, row.partition, ipc_to_table(row.records), acks="all", producer=producer
-        )
+        self._broker.produce_arrow(row.topic, row.partition, data, acks="all", producer=producer)
 
     def close(self) -> None:
         """Release the threads (a roll-forward in progress finishes)."""

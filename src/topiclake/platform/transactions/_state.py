@@ -16,7 +16,6 @@ from topiclake.platform.transactions._table import (
     ipc_to_table,
     offsets_from_json,
     offsets_to_json,
-    table_to_ipc,
 )
 
 MAX_EPOCH = 32767
@@ -156,7 +155,7 @@ def decision_rows(txn: Txn, next_seq: dict[tuple[int, int, str, int], int], now:
                 partition=partition,
                 base_sequence=base,
                 record_count=data.num_rows,
-                records=table_to_ipc(data),
+                table=data,
             )
         )
     for group_id, offsets in sorted(txn.offsets.items()):
@@ -186,6 +185,6 @@ def with_records(decision: list[Row], staged: list[Row]) -> list[Row]:
         if r.records is None and r.topic is not None and r.partition is not None and key in batches:
             parts = batches[(r.topic, r.partition)]
             data = pa.concat_tables([parts[s] for s in sorted(parts)], promote_options="default")
-            r = replace(r, records=table_to_ipc(data))
+            r = replace(r, table=data)
         out.append(r)
     return out

@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -87,6 +87,9 @@ class Row:
     records: bytes | None = None
     group_id: str | None = None
     offsets: str | None = None
+    #: A decision's records in memory (not a column: the table's are in the ``staged`` rows), so a commit
+    #: never encodes them (an IPC stream of ~60,000 records cost ~40 ms of EndTxn) only to decode them.
+    table: pa.Table | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The row as the table's columns."""
