@@ -212,9 +212,10 @@ def serve(
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     # an Arrow pool that gives freed memory back: the broker's RSS follows what it holds, not its peak
     # (docs/decisions.md, "Broker memory: an Arrow pool that gives memory back")
-    from topiclake.process.memory import choose_arrow_pool
+    from topiclake.process.memory import choose_arrow_pool, trim_heap_periodically
 
     choose_arrow_pool()
+    trim_heap_periodically()  # and glibc's heap its free pages (Python's, orjson's, the Kafka codec's)
     from topiclake.platform import Storage
 
     # a wrong endpoint, bucket or key: one line and exit 1 (StorageError), before uvicorn or delta-rs run

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+import orjson
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
@@ -48,8 +49,15 @@ POLL_S = 0.02
 #: A local topic table is checkpointed at most this often, seconds, however fast it commits: under
 #: sustained load (40 commits/s) ``checkpoint_interval`` versions came twice a second, and each checkpoint
 #: (every live file and a minute of tombstones) took a quarter of the maintenance thread, slipping the
-#: rounds that keep files bounded (bench/sustained.py, issue 25). Readers replay at most this much log.
+#: rounds that keep files bounded (bench/sustained.py, issue 25).
 LOCAL_CHECKPOINT_MIN_S = 2.0
+#: Past :data:`LOCAL_CHECKPOINT_MIN_S`, a local checkpoint waits until the log since the last one holds as
+#: many entries as that checkpoint held actions (its ``size``: live files and a minute of tombstones), or
+#: this long, seconds: a checkpoint's cost grows with its actions, so one a fixed interval apart cost the
+#: broker more per record the bigger the table (measured under one-record commits, ~250 a second, 1,000-3,000
+#: actions: ~0.1 s of delta-rs CPU a checkpoint, ~0.2 ms a record every 2 s); readers then replay at most
+#: about as many entries as the checkpoint has actions, and at most this long of log (issue 30).
+LOCAL_CHECKPOINT_MAX_S = 10.0
 #: On object storage a table of N actions (live files and tombstones) is checkpointed at most every N / this
 #: many seconds (and at least ``checkpoint_interval`` versions apart): a checkpoint is one PUT of all its
 #: actions, so a busy topic's ~100,000 tombstones would otherwise be uploaded (several MB) every second.
@@ -118,6 +126,7 @@ class TableMaintainer(CompactionRound):
         self._dt: DeltaTable | None = None
         self._last_vacuum = time.monotonic()
         self._last_checkpoint = 0.0  # monotonic time of the last checkpoint
+        self._checkpoint_size = 0  # actions in the last checkpoint written here (local tables)
         self._last_compaction_version = -1
         self._held_version = -1  # the version a rewrite lease last held compaction at
         self._last_round = time.monotonic()
@@ -329,14 +338,24 @@ class TableMaintainer(CompactionRound):
     def _checkpoint_due(self, version: int) -> bool:
         if version - max(self.stats.last_checkpoint_version, 0) < self._config.checkpoint_interval:
             return False
-        # hundreds of local commits a second would otherwise checkpoint twice a second
-        return not self._local or time.monotonic() - self._last_checkpoint >= LOCAL_CHECKPOINT_MIN_S
+        if not self._local:
+            return True
+        # hundreds of local commits a second would otherwise checkpoint twice a second, every one of them
+        # rewriting all the table's actions: as many new entries as the last checkpoint's actions, or
+        # LOCAL_CHECKPOINT_MAX_S
+        since = time.monotonic() - self._last_checkpoint
+        if since < LOCAL_CHECKPOINT_MIN_S:
+            return False
+        moved = version - max(self.stats.last_checkpoint_version, 0)
+        return since >= LOCAL_CHECKPOINT_MAX_S or moved >= self._checkpoint_size
 
     def _checkpoint(self, dt: DeltaTable) -> None:
         version = dt.version()
         if not self._checkpoint_due(version):
             return
         dt.create_checkpoint()
+        if self._local:
+            self._checkpoint_size = _checkpoint_size(self.uri)
         if self._leases():
             self.stats.cleanups_held += 1  # a reader holds the log whole (platform/storage/leases.py)
         else:
@@ -364,3 +383,12 @@ class TableMaintainer(CompactionRound):
         self.stats.vacuums += 1
         if removed:
             logger.info("topic %s: vacuum removed %d unreferenced files", self.topic, len(removed))
+
+
+def _checkpoint_size(uri: str) -> int:
+    """The actions of a local table's last checkpoint (``_last_checkpoint``'s ``size``; 0 when unknown)."""
+    try:
+        with open(os.path.join(uri, "_delta_log", "_last_checkpoint"), "rb") as fh:
+            return int(orjson.loads(fh.read()).get("size") or 0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
