@@ -26,7 +26,7 @@ def replay(rows: list[Row], txns: dict[str, Txn], next_seq: dict[tuple[int, int,
         seq = r.txn_seq or 0
         if r.kind == "epoch":
             txn = txns.setdefault(tid, Txn(tid, r.producer_id, r.producer_epoch, DEFAULT_TIMEOUT_MS))
-            txn.producer_id, txn.epoch = r.producer_id, r.producer_epoch
+            txn.set_producer(r.producer_id, r.producer_epoch)
             txn.timeout_ms = r.timeout_ms or txn.timeout_ms
         elif r.kind in OPEN_KINDS:
             opened.setdefault((tid, seq), []).append(r)

@@ -71,6 +71,14 @@ class Txn:
     stale: bool = False
     inflight: int = 0  # Produce batches being written to the table (a commit waits for them)
     replaced: bool = False  # by a newer state read from the table: requests use that one
+    # the producer id before the last epoch bump gave a new one (an EndTxn v5 retried across it succeeds)
+    prev_producer_id: int = -1
+
+    def set_producer(self, producer_id: int, epoch: int) -> None:
+        """Take the producer id and epoch of an ``epoch`` row (remembering the previous id)."""
+        if producer_id != self.producer_id:
+            self.prev_producer_id = self.producer_id
+        self.producer_id, self.epoch = producer_id, epoch
 
     def row(self, kind: str, now: int, **fields: Any) -> Row:
         """A row of ``kind`` for this id's current producer and transaction."""
