@@ -24,10 +24,10 @@ def bumped(txn: Txn, now: int) -> Row:
     return Row("epoch", txn.transactional_id, pid, epoch, now, txn.timeout_ms, txn.txn_seq)
 
 
-def abort(table: TransactionTable, txn: Txn, why: str, *, bump: bool = False) -> None:
+def abort(table: TransactionTable, txn: Txn, why: str, *, bump: bool = False, by_end: bool = False) -> None:
     """Record the abort of ``txn``'s open transaction and drop what it staged; with ``bump``, the next
-    epoch in the same Delta commit (a coordinator that takes the id over sees both or neither). Caller
-    holds ``txn.lock``."""
+    epoch in the same Delta commit (a coordinator that takes the id over sees both or neither), ``by_end``
+    when an EndTxn v5 asked for it (a retry of it is answered again). Caller holds ``txn.lock``."""
     now = now_ms()
     head = (txn.transactional_id, txn.producer_id, txn.epoch, now, txn.timeout_ms, txn.txn_seq)
     rows = [Row("complete_abort", *head)]
@@ -37,7 +37,8 @@ def abort(table: TransactionTable, txn: Txn, why: str, *, bump: bool = False) ->
     txn.clear()
     txn.state = TxnState.COMPLETE_ABORT
     if bump:
-        txn.set_producer(rows[-1].producer_id, rows[-1].producer_epoch)
+        ended = TxnState.COMPLETE_ABORT if by_end else None
+        txn.set_producer(rows[-1].producer_id, rows[-1].producer_epoch, ended)
     logger.info("transactions: %s #%d aborted (%s)", txn.transactional_id, txn.txn_seq, why)
 
 

@@ -4,7 +4,9 @@ AddOffsetsToTxn), and EndTxn v5 bumps the producer epoch at every end, so a late
 transaction carries an epoch that is no longer current and is fenced instead of landing in the next one
 (KAFKA-17754, the "delayed EndTxn commits the next transaction" class of bugs). Kafka's rules
 (``TransactionCoordinator.endTransaction``): an EndTxn retried with the epoch just left behind succeeds again
-with the current one, for the transaction that just ended the same way.
+with the current one, for the transaction that just ended the same way — only when that epoch came from an
+EndTxn v5 (``Txn.end_bump``): a zombie fenced by InitProducerId or a timeout also holds the epoch below the
+current one, and must stay fenced.
 """
 
 from __future__ import annotations
@@ -68,10 +70,11 @@ class EpochBumpingEnd:
                 commit of an aborted transaction, ...).
         """
         if txn.expired(self._clock()):
-            expire(self._table, txn)  # its producer may still abort it: a retry across the bump, below
+            expire(self._table, txn)  # not an EndTxn's bump: its producer is fenced, as in Kafka
         retry_bump = producer_id == txn.producer_id and epoch + 1 == txn.epoch
         retry_new_id = producer_id == txn.prev_producer_id and epoch == MAX_EPOCH - 1 and txn.epoch == 0
-        retry = retry_bump or retry_new_id
+        # only across a bump of an EndTxn v5: the epoch a fenced zombie holds is one below too
+        retry = (retry_bump or retry_new_id) and txn.end_bump is not None
         if producer_id != txn.producer_id and not retry_new_id:
             raise InvalidProducerIdMapping(
                 f"transactional id {txn.transactional_id!r} is mapped to another producer id",
@@ -89,7 +92,7 @@ class EpochBumpingEnd:
                 current_epoch=txn.epoch,
             )
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        if retry and state in (TxnState.PREPARE_COMMIT, done):
+        if retry and txn.end_bump is done and state in (TxnState.PREPARE_COMMIT, done):
             if state is TxnState.PREPARE_COMMIT and commit:
                 self._finish_commit(txn)  # decided before a crash or a lost answer: finish it
                 return
@@ -99,12 +102,12 @@ class EpochBumpingEnd:
             if commit:
                 self._decide(txn, bump=True)
             else:
-                abort(self._table, txn, "the producer aborted", bump=True)
+                abort(self._table, txn, "the producer aborted", bump=True, by_end=True)
             return
         if not commit and not retry and state is not TxnState.PREPARE_COMMIT:
             # an abort with nothing open (the producer's sends all failed): Kafka bumps the epoch too
             self._begin(txn)
-            abort(self._table, txn, "the producer aborted an empty transaction", bump=True)
+            abort(self._table, txn, "the producer aborted an empty transaction", bump=True, by_end=True)
             return
         raise InvalidTxnState(
             f"{txn.transactional_id!r} cannot {'commit' if commit else 'abort'} in state {state.value}"

@@ -371,7 +371,7 @@ class TransactionCoordinator(Takeover, Housekeeping, EpochBumpingEnd):
                 key = (row.producer_id, row.producer_epoch, row.topic, row.partition)
                 self._next_seq[key] = (row.base_sequence or 0) + (row.record_count or 0)
         for row in epoch_rows:
-            txn.set_producer(row.producer_id, row.producer_epoch)
+            txn.set_producer(row.producer_id, row.producer_epoch, TxnState.COMPLETE_COMMIT)
         txn.pending = decision
         txn.state = TxnState.PREPARE_COMMIT
         txn.clear()
