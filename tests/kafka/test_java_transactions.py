@@ -1,7 +1,9 @@
-"""Kafka's own Java tools (kafka-tools 4.2.0, the Java client's classic transaction protocol) against one
-gateway: TransactionalMessageCopier with random aborts and group metadata copies a topic exactly once, and
-ProducerPerformance in 100 ms transactions; a read_committed VerifiableConsumer and the output topic's Delta
-table (delta-rs) hold each input value exactly once, at contiguous offsets."""
+"""Kafka's own Java tools (kafka-tools 4.2.0: the Java client on transaction version 2, KIP-890 part 2, which
+the broker finalizes) against one gateway: TransactionalMessageCopier with random aborts and group metadata
+copies a topic exactly once, and ProducerPerformance in 100 ms transactions; a read_committed
+VerifiableConsumer and the output topic's Delta table (delta-rs) hold each input value exactly once, at
+contiguous offsets. The Java client 4.2 on transaction version 2 and with it turned off, and the 3.9
+client (the classic protocol), commit, abort and are fenced."""
 
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from gateway_harness import table_rows
+from deltalake import DeltaTable
+from gateway_harness import Gateway, start_gateway, stop_gateway, table_rows
 from kafka_harness import KafkaGateway
 from kafka_jars import JAVA, classpath, copier_command, stop_copiers, streams_classpath
+
+from topiclake.process.ports import free_port
 
 pytestmark = [
     pytest.mark.slow,
@@ -45,6 +50,14 @@ def _seed(kafka: KafkaGateway, topic: str, n: int) -> None:
     for i in range(n):
         p.produce(topic, key=str(i).encode(), value=str(i).encode(), partition=i % 2)
     assert p.flush(30) == 0
+
+
+def _epochs(gw: Gateway, transactional_id: str) -> list[int]:
+    """The producer epochs ``_system/transactions`` gave the id, in order (InitProducerId bumps it; with
+    transaction version 2 every EndTxn does too)."""
+    rows = DeltaTable(gw.storage.system_uri("transactions")).to_pyarrow_table().to_pylist()
+    mine = [r for r in rows if r["kind"] == "epoch" and r["transactional_id"] == transactional_id]
+    return [r["producer_epoch"] for r in sorted(mine, key=lambda r: (r["at_ms"], r["producer_epoch"]))]
 
 
 def _copied(kafka: KafkaGateway, partition: int) -> int:
@@ -100,6 +113,9 @@ def test_copiers_with_random_aborts_one_killed_and_restarted_copy_exactly_once(
     events = [json.loads(line) for line in consumer.stdout.splitlines() if line.startswith("{")]
     seen = [int(e["value"]) for e in events if e["name"] == "record_data"]
     assert sorted(seen) == list(range(n))
+    # transaction version 2: every commit and abort of the copier never killed bumped its epoch (one
+    # InitProducerId and ~25 transactions of 200); the classic protocol would have bumped it once
+    assert len(_epochs(kafka.gw, "copier-1")) >= 10
 
 
 def test_producer_performance_in_transactions(kafka: KafkaGateway) -> None:
@@ -236,6 +252,41 @@ def test_kafka_streams_exactly_once_v2_word_count_across_a_kill(kafka: KafkaGate
 TXN39_APP = Path(__file__).resolve().parent / "java" / "Txn39.java"
 
 
+def _run_txn_app(bootstrap: str, jars: list[str], topic: str, group: str, tid: str) -> list[str]:
+    """Txn39.java (commit with the group's offsets, abort, a zombie fenced, a read_committed read): its
+    output lines, after checking the facts every client version must show."""
+    cmd = [*JAVA, "-Xmx256m", "-cp", ":".join(jars), str(TXN39_APP), bootstrap, topic, group, tid]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["committed", "aborted"], out.stdout
+    assert lines[2].split()[:2] == ["zombie", "refused"], out.stdout
+    assert lines[2].split()[2] in ("ProducerFencedException", "InvalidProducerEpochException"), out.stdout
+    assert lines[3] == "read " + ",".join(sorted(f"c{i}" for i in range(10))), out.stdout
+    return lines
+
+
+@pytest.mark.parametrize("level", [2, 0])
+def test_the_kafka_4_java_client_on_transaction_version_2_and_with_it_off(tmp_path: Path, level: int) -> None:
+    """The Java client 4.2 against a broker finalizing transaction.version 2: no AddPartitionsToTxn or
+    AddOffsetsToTxn, every EndTxn bumps the epoch (InitProducerId 0, commit 1, abort 2, the new instance's
+    InitProducerId 3); a transaction committed over both partitions with its group's offsets, an aborted
+    one, a zombie fenced; the read_committed consumer and the table hold the committed records only. With
+    the broker's ``transaction_version`` 0 the same client keeps the classic protocol (epochs 0, 1)."""
+    port = free_port()
+    gw, server, thread = start_gateway(tmp_path / "wh", kafka_port=port, transaction_version=level)
+    try:
+        gw.broker.create_topic("t4", partitions=2)
+        jars = classpath().split(":")
+        _run_txn_app(f"127.0.0.1:{port}", jars, "t4", "g4", "java4-txn")
+        kafka = KafkaGateway(gw, f"127.0.0.1:{port}", port)
+        assert sorted(v.decode() for v in _contiguous(kafka, "t4")) == sorted(f"c{i}" for i in range(10))
+        assert gw.broker.groups.committed("g4")[("t4", 0)].offset == 5
+        assert _epochs(gw, "java4-txn") == ([0, 1, 2, 3] if level == 2 else [0, 1])
+    finally:
+        stop_gateway(gw, server, thread)
+
+
 def test_the_kafka_3_9_java_client_commits_aborts_and_is_fenced(kafka: KafkaGateway) -> None:
     """The Java client of Kafka 3.9 (kafka-clients 3.9.2, the one Spark's Kafka connector brings) with a
     transactional id: a committed transaction with its group's offsets, an aborted one, a zombie fenced by
@@ -247,15 +298,9 @@ def test_the_kafka_3_9_java_client_commits_aborts_and_is_fenced(kafka: KafkaGate
     classpath()  # resolves the kafka-tools jars, slf4j among them
     slf4j = sorted(str(j) for j in cache_dir().glob("slf4j-api-*.jar"))
     kafka.gw.broker.create_topic("t39", partitions=2)
-    cmd = [*JAVA, "-Xmx256m", "-cp", ":".join([*clients, *slf4j]), str(TXN39_APP)]
-    out = subprocess.run([*cmd, kafka.bootstrap, "t39", "g39"], capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-3000:]
-    lines = out.stdout.splitlines()
-    assert lines[:2] == ["committed", "aborted"], out.stdout
-    assert lines[2].split()[:2] == ["zombie", "refused"], out.stdout
-    assert lines[2].split()[2] in ("ProducerFencedException", "InvalidProducerEpochException"), out.stdout
+    _run_txn_app(kafka.bootstrap, [*clients, *slf4j], "t39", "g39", "java39-txn")
     committed = sorted(f"c{i}" for i in range(10))
-    assert lines[3] == "read " + ",".join(committed), out.stdout
     assert sorted(v.decode() for v in _contiguous(kafka, "t39")) == committed
+    assert _epochs(kafka.gw, "java39-txn") == [0, 1]  # the classic protocol: only InitProducerId bumps
     offsets = kafka.gw.broker.groups.committed("g39")
     assert offsets[("t39", 0)].offset == 5

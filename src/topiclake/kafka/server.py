@@ -298,12 +298,13 @@ class KafkaListener:
         except codec.FrameError:
             return _CLOSE
         if api_key == API_VERSIONS and not supported(api_key, version):
-            return codec.encode_response(API_VERSIONS, 0, correlation_id, api_versions_fallback())
+            fallback = api_versions_fallback(self.context.broker.config.transaction_version)
+            return codec.encode_response(API_VERSIONS, 0, correlation_id, fallback)
         if not state.authenticated and api_key not in BEFORE_AUTHENTICATION:
             logger.info("kafka %s: api key %d before authentication; closing", peer, api_key)
             return _CLOSE
         handler = HANDLERS.get(api_key)
-        if handler is None or not supported(api_key, version):
+        if handler is None or not supported(api_key, version, self.context.broker.config.transaction_version):
             logger.info("kafka %s: api key %d v%d is not supported", peer, api_key, version)
             if codec.has_schema(api_key, version):
                 return codec.encode_response(

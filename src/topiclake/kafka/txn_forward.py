@@ -3,7 +3,8 @@
 A client sends a partition's batches to the partition's leader, and a transaction's offsets to the group's
 coordinator; both are held by the transactional id's coordinator, which in a cluster is often another
 broker. The receiving broker forwards the request there as a Kafka client would (Produce v9,
-TxnOffsetCommit v3), marked by its client id so it is never forwarded twice.
+TxnOffsetCommit v3; v12 and v5 for a request of transaction version 2, whose partitions and groups join the
+transaction implicitly), marked by its client id so it is never forwarded twice.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from topiclake.kafka.codec import build
 #: The client id of a forwarded request.
 FORWARDED_BY: Final = "topiclake-txn-forward"
 _VERSION: Final = 9
+_TV2_PRODUCE: Final = 12
+_TV2_TXN_OFFSET_COMMIT: Final = 5
 _TIMEOUT_S: Final = 30.0
 
 
@@ -66,13 +69,16 @@ async def forward(host: str, port: int, api_key: int, version: int, body: dict[s
     return entity_reader(cls)(data, n)[0]
 
 
-async def forward_produce(host: str, port: int, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """Send a Produce request body to ``host:port``; its per-topic ``responses`` as dicts.
+async def forward_produce(
+    host: str, port: int, body: dict[str, Any], implicit: bool = False
+) -> list[dict[str, Any]]:
+    """Send a Produce request body to ``host:port`` (as v12 with ``implicit``: transaction version 2);
+    its per-topic ``responses`` as dicts.
 
     Raises:
         ForwardFailed: Connection refused or closed, or no answer within 30 s.
     """
-    answer = await forward(host, port, 0, _VERSION, body)
+    answer = await forward(host, port, 0, _TV2_PRODUCE if implicit else _VERSION, body)
     return [
         {
             "name": t.name,
@@ -91,13 +97,16 @@ async def forward_produce(host: str, port: int, body: dict[str, Any]) -> list[di
     ]
 
 
-async def forward_txn_offset_commit(host: str, port: int, body: dict[str, Any]) -> dict[tuple[str, int], int]:
-    """Send a TxnOffsetCommit v3 body to ``host:port``; the error code of each (topic, partition).
+async def forward_txn_offset_commit(
+    host: str, port: int, body: dict[str, Any], version: int = 3
+) -> dict[tuple[str, int], int]:
+    """Send a TxnOffsetCommit body to ``host:port`` (v5 for a request of v5, whose group joins the
+    transaction implicitly; else v3); the error code of each (topic, partition).
 
     Raises:
         ForwardFailed: Connection refused or closed, or no answer within 30 s.
     """
-    answer = await forward(host, port, 28, 3, body)
+    answer = await forward(host, port, 28, 5 if version >= _TV2_TXN_OFFSET_COMMIT else 3, body)
     return {
         (str(t.name), int(p.partition_index)): int(p.error_code) for t in answer.topics for p in t.partitions
     }

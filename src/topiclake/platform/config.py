@@ -167,6 +167,16 @@ class BrokerConfig(BaseModel):
         description="Kafka's group.consumer.heartbeat.interval.ms: how often members of a consumer-protocol "
         "group heartbeat (they learn new assignments and released partitions that way).",
     )
+    transaction_version: int = Field(
+        2,
+        ge=0,
+        le=2,
+        description="Kafka's transaction.version feature, finalized in ApiVersions: 2 (KIP-890 part 2) lets "
+        "Kafka 4.x clients add partitions and groups to a transaction with their first Produce v12 / "
+        "TxnOffsetCommit v5 and bumps the producer epoch at every EndTxn v5 (a late request of an ended "
+        "transaction is fenced); 0 or 1: the classic protocol only (Produce <= v9, EndTxn and "
+        "TxnOffsetCommit <= v3 advertised). Set the same on every broker; clients read it when they connect.",
+    )
     forward_timeout_ms: int = Field(
         12_000,
         ge=100,

@@ -1,7 +1,9 @@
-// The Kafka 3.9 Java client's transactions against the listener (test_java_transactions.py): a committed
-// transaction with the group's offsets (sendOffsetsToTransaction), an aborted one, a zombie fenced by a
-// second instance with the same transactional id, then a read_committed consumer of the topic.
-// Arguments: bootstrap servers, topic (2 partitions), consumer group. Prints one line per fact.
+// The Kafka Java client's transactions against the listener (test_java_transactions.py; kafka-clients 3.9,
+// the classic protocol, or 4.x, transaction version 2 when the broker finalizes it): a committed transaction
+// over both partitions with the group's offsets (sendOffsetsToTransaction), an aborted one, a zombie fenced
+// by a second instance with the same transactional id, then a read_committed consumer of the topic.
+// Arguments: bootstrap servers, topic (2 partitions), consumer group[, transactional id]. Prints one line
+// per fact.
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -23,10 +25,12 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class Txn39 {
+    static String transactionalId = "java39-txn";
+
     static KafkaProducer<String, String> producer(String bootstrap) {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "java39-txn");
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
         return new KafkaProducer<>(p);
@@ -40,6 +44,9 @@ public class Txn39 {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], topic = args[1], group = args[2];
+        if (args.length > 3) {
+            transactionalId = args[3];
+        }
         KafkaProducer<String, String> zombie = producer(bootstrap);
         zombie.initTransactions();
         zombie.beginTransaction();

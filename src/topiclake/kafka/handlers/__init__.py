@@ -76,9 +76,9 @@ HANDLERS: dict[int, Handler] = {
 assert set(HANDLERS) == set(SUPPORTED), "ApiVersions must advertise exactly the implemented keys"
 
 
-def api_versions_fallback() -> dict[str, Any]:
+def api_versions_fallback(transaction_version: int) -> dict[str, Any]:
     """KIP-511: an ApiVersions of a version we do not know is answered in v0 with UNSUPPORTED_VERSION."""
-    return {"error_code": kerr.UNSUPPORTED_VERSION, "api_keys": cluster.api_keys()}
+    return {"error_code": kerr.UNSUPPORTED_VERSION, "api_keys": cluster.api_keys(transaction_version)}
 
 
 def error_response(code: int) -> dict[str, Any]:

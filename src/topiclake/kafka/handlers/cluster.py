@@ -10,21 +10,36 @@ from topiclake.kafka import errors as kerr
 from topiclake.kafka.authz import allowed
 from topiclake.kafka.codec import Request
 from topiclake.kafka.context import Context
-from topiclake.kafka.versions import SUPPORTED
+from topiclake.kafka.versions import TRANSACTION_VERSION, TRANSACTION_VERSION_MAX, advertised
 from topiclake.platform.catalog import TopicInfo
 from topiclake.security import CLUSTER_NAME, Operation, ResourceType
 
 DEFAULT_PARTITIONS = 1
 
 
-def api_keys() -> list[dict[str, int]]:
+def api_keys(transaction_version: int = TRANSACTION_VERSION_MAX) -> list[dict[str, int]]:
     """The advertised (api key, min, max) list."""
-    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED.items())]
+    spans = sorted(advertised(transaction_version).items())
+    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in spans]
 
 
 async def api_versions(ctx: Context, req: Request) -> dict[str, Any]:
-    """ApiVersions: exactly the versions implemented."""
-    return {"error_code": 0, "api_keys": api_keys(), "finalized_features_epoch": -1}
+    """ApiVersions: exactly the versions implemented, and the ``transaction.version`` feature (v3+): Kafka
+    4.x clients use transaction version 2 once it is finalized at 2. The finalized-features epoch is the
+    level (the same on every broker set alike; it grows when the level is raised, so clients read it again).
+    """
+    level = ctx.broker.config.transaction_version
+    out: dict[str, Any] = {"error_code": 0, "api_keys": api_keys(level), "finalized_features_epoch": -1}
+    if req.version >= 4:  # v3 leaves out features whose minimum is 0 (Kafka's rule)
+        out["supported_features"] = [
+            {"name": TRANSACTION_VERSION, "min_version": 0, "max_version": TRANSACTION_VERSION_MAX}
+        ]
+    if level > 0:
+        out["finalized_features_epoch"] = level
+        out["finalized_features"] = [
+            {"name": TRANSACTION_VERSION, "min_version_level": level, "max_version_level": level}
+        ]
+    return out
 
 
 def topic_uuid(info: TopicInfo) -> uuid.UUID:

@@ -1,6 +1,9 @@
-"""Kafka transactions, the classic protocol: InitProducerId with a transactional id, AddPartitionsToTxn
-v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, Produce of transactional batches; ListTransactions and
-DescribeTransactions.
+"""Kafka transactions: InitProducerId with a transactional id, AddPartitionsToTxn v0-3, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn, Produce of transactional batches; ListTransactions and DescribeTransactions. The
+version of a request says which protocol it follows: Produce v12, TxnOffsetCommit v5 and EndTxn v5 are
+transaction version 2 (KIP-890 part 2: partitions and groups join with their first batch or offsets, every
+EndTxn bumps the epoch and answers it), older ones the classic protocol; a broker advertises v12/v5 only
+with its ``transaction_version`` at 2.
 
 The state machine is :class:`~topiclake.platform.transactions.TransactionCoordinator`; this module maps
 requests onto it and its errors onto Kafka's codes (ACLs: :mod:`topiclake.kafka.authz_txn`). A transactional
@@ -12,6 +15,7 @@ Produce would have to authenticate to the coordinator).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -38,6 +42,10 @@ logger = logging.getLogger(__name__)
 #: The first version of each API that answers PRODUCER_FENCED (KIP-588); older ones get
 #: INVALID_PRODUCER_EPOCH for the same condition.
 _FENCED_FROM = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
+#: The first versions of transaction version 2 (KIP-890 part 2).
+TV2_PRODUCE = 12
+TV2_END_TXN = 5
+TV2_TXN_OFFSET_COMMIT = 5
 _OPERATION_NOT_ATTEMPTED = 55
 
 
@@ -197,7 +205,12 @@ def _txn_offset_commit_sync(ctx: Context, req: Request) -> int:
         for p in t.partitions
     }
     coordinator(ctx).stage_offsets(
-        str(b.transactional_id), int(b.producer_id), int(b.producer_epoch), group_id, offsets
+        str(b.transactional_id),
+        int(b.producer_id),
+        int(b.producer_epoch),
+        group_id,
+        offsets,
+        implicit=req.version >= TV2_TXN_OFFSET_COMMIT,
     )
     return 0
 
@@ -213,7 +226,8 @@ async def txn_offset_commit(ctx: Context, req: Request) -> dict[str, Any]:
         code = await ctx.run(_txn_offset_commit_sync, ctx, req)
         node = await ctx.run(coordinator_node, ctx, tid)
         if code == kerr.NOT_COORDINATOR and req.client_id != FORWARDED_BY:
-            codes = await forward_txn_offset_commit(node["host"], int(node["port"]), _forwarded_offsets(b))
+            body = _forwarded_offsets(b)
+            codes = await forward_txn_offset_commit(node["host"], int(node["port"]), body, req.version)
     except TopiclakeError as exc:
         code = _code(exc, req)
     except ForwardFailed as exc:
@@ -267,24 +281,29 @@ def _forwarded_offsets(b: Any) -> dict[str, Any]:
 async def end_txn(ctx: Context, req: Request) -> dict[str, Any]:
     """EndTxn: commit (decided in ``_system/transactions``, then rolled forward) or abort."""
     b = req.body
+    none = {"producer_id": -1, "producer_epoch": -1}
     if not await ctx.run(_owned, ctx, str(b.transactional_id)):
-        return {"error_code": kerr.NOT_COORDINATOR}
+        return {"error_code": kerr.NOT_COORDINATOR, **none}
     try:
-        await ctx.run(
-            coordinator(ctx).end_txn,
-            str(b.transactional_id),
-            int(b.producer_id),
-            int(b.producer_epoch),
-            bool(b.committed),
+        pid, epoch = await ctx.run(
+            functools.partial(
+                coordinator(ctx).end_txn,
+                str(b.transactional_id),
+                int(b.producer_id),
+                int(b.producer_epoch),
+                bool(b.committed),
+                bump=req.version >= TV2_END_TXN,
+            )
         )
     except TopiclakeError as exc:
         logger.info("kafka: EndTxn of %s failed: %s", b.transactional_id, exc)
-        return {"error_code": _code(exc, req)}
-    return {"error_code": 0}
+        return {"error_code": _code(exc, req), **none}
+    # v5 answers the producer id and epoch to go on with (older versions have no such fields)
+    return {"error_code": 0, "producer_id": pid, "producer_epoch": epoch}
 
 
 def _stage_partition(
-    ctx: Context, tid: str, topic: str, partition: int, data: bytes | None
+    ctx: Context, tid: str, topic: str, partition: int, data: bytes | None, implicit: bool
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": -1}
     try:
@@ -307,6 +326,7 @@ def _stage_partition(
                 partition,
                 batch.base_sequence,
                 batch.table,
+                implicit=implicit,
             )
     except ProducerFenced as exc:
         return {**out, "error_code": kerr.INVALID_PRODUCER_EPOCH, "error_message": str(exc)}
@@ -316,21 +336,24 @@ def _stage_partition(
     return {**out, "error_code": 0}
 
 
-def _stage_here(ctx: Context, tid: str, body: Any) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+def _stage_here(
+    ctx: Context, tid: str, body: Any, implicit: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """The id's coordinator, and the batches' answers when it is this broker (one trip to the listener's
     threads per Produce, not two: the hop costs milliseconds on a busy machine)."""
     node = coordinator_node(ctx, tid)
     if node["node_id"] != ctx.broker.config.broker_id:
         return node, None
-    return node, _stage_all(ctx, tid, body)
+    return node, _stage_all(ctx, tid, body, implicit)
 
 
-def _stage_all(ctx: Context, tid: str, body: Any) -> list[dict[str, Any]]:
+def _stage_all(ctx: Context, tid: str, body: Any, implicit: bool) -> list[dict[str, Any]]:
     return [
         {
             "name": t.name,
             "partition_responses": [
-                _stage_partition(ctx, tid, str(t.name), int(p.index), p.records) for p in t.partition_data
+                _stage_partition(ctx, tid, str(t.name), int(p.index), p.records, implicit)
+                for p in t.partition_data
             ],
         }
         for t in body.topic_data
@@ -341,7 +364,8 @@ async def produce_transactional(ctx: Context, req: Request) -> dict[str, Any] | 
     """Produce with a transactional id: each batch is held by the coordinator until the transaction ends."""
     body = req.body
     tid = str(body.transactional_id)
-    node, staged = await ctx.run(_stage_here, ctx, tid, body)
+    implicit = req.version >= TV2_PRODUCE  # transaction version 2: the batch adds its partition
+    node, staged = await ctx.run(_stage_here, ctx, tid, body, implicit)
     if staged is not None:
         responses = staged
     elif req.client_id == FORWARDED_BY:  # the brokers disagree on the coordinator for a moment: retry
@@ -360,7 +384,7 @@ async def produce_transactional(ctx: Context, req: Request) -> dict[str, Any] | 
             ],
         }
         try:
-            responses = await forward_produce(node["host"], int(node["port"]), forwarded)
+            responses = await forward_produce(node["host"], int(node["port"]), forwarded, implicit)
         except ForwardFailed as exc:
             logger.info("kafka: transactional produce of %s not forwarded: %s", tid, exc)
             responses = _failed(body, kerr.NOT_LEADER_OR_FOLLOWER)

@@ -21,12 +21,15 @@ def replay(rows: list[Row], txns: dict[str, Txn], next_seq: dict[tuple[int, int,
     prepared: dict[tuple[str, int], list[Row]] = {}
     completed: dict[tuple[str, int], str] = {}
     opened: dict[tuple[str, int], list[Row]] = {}
+    # an epoch row in the commit of a decision is an EndTxn v5's bump (transaction version 2)
+    decided_at = {(r.transactional_id, r.txn_seq, r.at_ms) for r in rows if r.kind == "prepare_commit"}
     for r in sorted(rows, key=lambda r: (r.at_ms, r.producer_epoch)):
         tid = r.transactional_id
         seq = r.txn_seq or 0
         if r.kind == "epoch":
             txn = txns.setdefault(tid, Txn(tid, r.producer_id, r.producer_epoch, DEFAULT_TIMEOUT_MS))
-            txn.producer_id, txn.epoch = r.producer_id, r.producer_epoch
+            by_commit = (tid, r.txn_seq, r.at_ms) in decided_at
+            txn.set_producer(r.producer_id, r.producer_epoch, TxnState.COMPLETE_COMMIT if by_commit else None)
             txn.timeout_ms = r.timeout_ms or txn.timeout_ms
         elif r.kind in OPEN_KINDS:
             opened.setdefault((tid, seq), []).append(r)

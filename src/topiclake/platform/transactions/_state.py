@@ -70,6 +70,19 @@ class Txn:
     stale: bool = False
     inflight: int = 0  # Produce batches being written to the table (a commit waits for them)
     replaced: bool = False  # by a newer state read from the table: requests use that one
+    # the producer id before the last epoch bump gave a new one (an EndTxn v5 retried across it succeeds)
+    prev_producer_id: int = -1
+    # how the transaction ended whose EndTxn v5 gave the current epoch (None: the epoch came otherwise, by
+    # InitProducerId or a timeout): only then is an EndTxn with the epoch before a retry to answer again
+    end_bump: TxnState | None = None
+
+    def set_producer(self, producer_id: int, epoch: int, end_bump: TxnState | None = None) -> None:
+        """Take the producer id and epoch of an ``epoch`` row (remembering the previous id); ``end_bump``:
+        the end of the transaction whose EndTxn v5 bumped the epoch, if that is where it comes from."""
+        if producer_id != self.producer_id:
+            self.prev_producer_id = self.producer_id
+        self.producer_id, self.epoch = producer_id, epoch
+        self.end_bump = end_bump
 
     def row(self, kind: str, now: int, **fields: Any) -> Row:
         """A row of ``kind`` for this id's current producer and transaction."""

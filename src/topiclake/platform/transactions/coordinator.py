@@ -37,7 +37,7 @@ from topiclake.errors import (
 )
 from topiclake.platform.broker import Broker
 from topiclake.platform.records import ProducerInfo
-from topiclake.platform.transactions._ending import abort, expire, now_ms
+from topiclake.platform.transactions._ending import abort, bumped, expire, now_ms
 from topiclake.platform.transactions._housekeeping import Housekeeping
 from topiclake.platform.transactions._rollforward import RollForward
 from topiclake.platform.transactions._state import (
@@ -55,6 +55,7 @@ from topiclake.platform.transactions._table import (
     table_to_ipc,
 )
 from topiclake.platform.transactions._takeover import Takeover
+from topiclake.platform.transactions._tv2 import EpochBumpingEnd
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ MAX_HELD_BYTES = 256 * 1024 * 1024
 TopicPartition = tuple[str, int]
 
 
-class TransactionCoordinator(Takeover, Housekeeping):
+class TransactionCoordinator(Takeover, Housekeeping, EpochBumpingEnd):
     """Transactions of this broker's transactional ids.
 
     Args:
@@ -167,7 +168,8 @@ class TransactionCoordinator(Takeover, Housekeeping):
             self._table.append(
                 [Row("epoch", transactional_id, pid, new_epoch, now_ms(), timeout_ms, txn.txn_seq)]
             )
-            txn.producer_id, txn.epoch, txn.timeout_ms = pid, new_epoch, timeout_ms
+            txn.set_producer(pid, new_epoch)
+            txn.timeout_ms = timeout_ms
             logger.info("transactions: %s is producer %d epoch %d", transactional_id, pid, new_epoch)
             return ProducerInfo(pid, new_epoch, 0)
 
@@ -216,15 +218,29 @@ class TransactionCoordinator(Takeover, Housekeeping):
             txn.groups.add(group_id)
 
     def stage_offsets(
-        self, transactional_id: str, producer_id: int, epoch: int, group_id: str, offsets: Offsets
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group_id: str,
+        offsets: Offsets,
+        *,
+        implicit: bool = False,
     ) -> None:
         """TxnOffsetCommit: offsets committed to the group when (and only if) the transaction commits.
+        With ``implicit`` (TxnOffsetCommit v5, transaction version 2) the group joins the transaction here,
+        its ``add_offsets`` row in the same commit as the offsets (and a transaction begins if none is open).
 
         Raises:
             InvalidTxnState: No transaction open, or the group was not added with AddOffsetsToTxn.
         """
         with self._locked(transactional_id) as txn:
             self._check(txn, producer_id, epoch)
+            added = []
+            if implicit and (txn.state is not TxnState.ONGOING or group_id not in txn.groups):
+                self._begin(txn)
+                added.append(txn.row("add_offsets", now_ms(), group_id=group_id))
+                txn.groups.add(group_id)
             if txn.state is not TxnState.ONGOING or group_id not in txn.groups:
                 raise InvalidTxnState(
                     f"group {group_id!r} is not part of an open transaction of {transactional_id!r}",
@@ -232,7 +248,7 @@ class TransactionCoordinator(Takeover, Housekeeping):
                 )
             merged = {**txn.offsets.get(group_id, {}), **offsets}
             row = txn.row("txn_offsets", now_ms(), group_id=group_id, offsets=offsets_to_json(merged))
-            self._table.append([row])
+            self._table.append([*added, row])
             txn.offsets[group_id] = merged
 
     def stage(
@@ -244,8 +260,13 @@ class TransactionCoordinator(Takeover, Housekeeping):
         partition: int,
         base_sequence: int,
         records: pa.Table,
+        *,
+        implicit: bool = False,
     ) -> None:
         """A transactional Produce batch: held until the transaction ends (a retried batch is kept once).
+        With ``implicit`` (Produce v12, transaction version 2) the partition joins the transaction here,
+        its ``add_partitions`` row in the same commit as the batch (and a transaction begins if none is
+        open).
 
         Raises:
             InvalidProducerIdMapping, ProducerFenced: Not the transactional id's current producer.
@@ -256,6 +277,7 @@ class TransactionCoordinator(Takeover, Housekeeping):
         records = self._broker.screen(topic, records)  # a record that cannot be appended fails now
         self._check_room(records.nbytes)
         with self._locked(transactional_id) as txn:
+            added = self._add_implicitly(txn, producer_id, epoch, key) if implicit else []
             self._check_staging(txn, producer_id, epoch, key)
             if base_sequence in txn.staged.get(key, {}):
                 return  # a retry of a batch already written and held
@@ -273,7 +295,7 @@ class TransactionCoordinator(Takeover, Housekeeping):
         try:
             # durable before the answer, outside the lock: the producer's pipelined batches (and other
             # producers') share the table's group commit
-            self._table.append([row])
+            self._table.append([*added, row])
         finally:
             with txn.lock:
                 txn.inflight -= 1
@@ -299,23 +321,30 @@ class TransactionCoordinator(Takeover, Housekeeping):
 
     # ------------------------------------------------------------------ the end
 
-    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
-        """EndTxn: commit (decide, roll forward, complete) or abort (drop what was staged).
+    def end_txn(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, *, bump: bool = False
+    ) -> tuple[int, int]:
+        """EndTxn: commit (decide, roll forward, complete) or abort (drop what was staged); the producer id
+        and epoch the producer goes on with.
 
-        A retried EndTxn of the transaction that just ended the same way succeeds again.
+        A retried EndTxn of the transaction that just ended the same way succeeds again. With ``bump``
+        (EndTxn v5, transaction version 2) every end bumps the epoch (:mod:`._tv2`).
 
         Raises:
             InvalidProducerIdMapping, ProducerFenced, InvalidTxnState, StorageError, and what the
                 roll-forward's appends raise (the decision stands; the next call or sweep retries).
         """
         with self._locked(transactional_id, wait=commit) as txn:
+            if bump:
+                self._end_bumping(txn, producer_id, epoch, commit)
+                return txn.producer_id, txn.epoch
             self._check(txn, producer_id, epoch)
             if txn.state is TxnState.PREPARE_COMMIT and commit:
                 self._finish_commit(txn)
-                return
+                return txn.producer_id, txn.epoch
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             if txn.state is done:
-                return
+                return txn.producer_id, txn.epoch
             if txn.state is not TxnState.ONGOING:
                 raise InvalidTxnState(
                     f"{transactional_id!r} has no open transaction to {'commit' if commit else 'abort'} "
@@ -324,18 +353,29 @@ class TransactionCoordinator(Takeover, Housekeeping):
                 )
             if not commit:
                 abort(self._table, txn, "the producer aborted")
-                return
-            decision = decision_rows(txn, self._next_seq, now_ms())
-            # from here on the transaction is committed (its records are in its staged rows)
-            self._table.append([replace(r, records=None) for r in decision])
-            for row in decision:
-                if row.topic is not None and row.partition is not None:
-                    key = (row.producer_id, row.producer_epoch, row.topic, row.partition)
-                    self._next_seq[key] = (row.base_sequence or 0) + (row.record_count or 0)
-            txn.pending = decision
-            txn.state = TxnState.PREPARE_COMMIT
-            txn.clear()
-            self._finish_commit(txn)
+            else:
+                self._decide(txn)
+            return txn.producer_id, txn.epoch
+
+    def _decide(self, txn: Txn, *, bump: bool = False) -> None:
+        """Commit ``txn``'s open transaction: the decision (with ``bump``, the next epoch in the same Delta
+        commit; the records keep the epoch they were produced under), then the roll-forward. Caller holds
+        ``txn.lock``."""
+        now = now_ms()
+        decision = decision_rows(txn, self._next_seq, now)
+        epoch_rows = [bumped(txn, now)] if bump else []
+        # from here on the transaction is committed (its records are in its staged rows)
+        self._table.append([*(replace(r, records=None) for r in decision), *epoch_rows])
+        for row in decision:
+            if row.topic is not None and row.partition is not None:
+                key = (row.producer_id, row.producer_epoch, row.topic, row.partition)
+                self._next_seq[key] = (row.base_sequence or 0) + (row.record_count or 0)
+        for row in epoch_rows:
+            txn.set_producer(row.producer_id, row.producer_epoch, TxnState.COMPLETE_COMMIT)
+        txn.pending = decision
+        txn.state = TxnState.PREPARE_COMMIT
+        txn.clear()
+        self._finish_commit(txn)
 
     @contextmanager
     def _locked(self, transactional_id: str, *, wait: bool = False) -> Iterator[Txn]:
