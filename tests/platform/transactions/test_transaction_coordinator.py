@@ -4,56 +4,24 @@ fencing by epoch, and the timeout sweep."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from txn_batches import batch, table_values
 
 from topiclake.errors import GroupNotFound, InvalidTxnState, ProducerFenced, RecordTooLarge, StorageError
 from topiclake.platform import Broker, BrokerConfig, Storage
 from topiclake.platform.transactions import TransactionCoordinator, TxnState
 
 
-@pytest.fixture
-def storage(tmp_path: Path) -> Storage:
-    return Storage(str(tmp_path / "wh"))
-
-
-@pytest.fixture
-def broker(storage: Storage) -> Iterator[Broker]:
-    b = Broker(storage, BrokerConfig(linger_ms=1))
-    b.create_topic("t", partitions=2)
-    try:
-        yield b
-    finally:
-        b.close()
-
-
-def _batch(*values: str) -> pa.Table:
-    return pa.table(
-        {
-            "key": pa.array([None] * len(values), pa.binary()),
-            "value": pa.array([v.encode() for v in values], pa.binary()),
-            "timestamp_ms": pa.array([1_700_000_000_000] * len(values), pa.int64()),
-        }
-    )
-
-
-def _values(storage: Storage) -> list[tuple[int, int, str]]:
-    rows = DeltaTable(storage.topic_uri("t")).to_pyarrow_table().to_pylist()
-    return sorted((r["partition"], r["offset"], r["value"].decode()) for r in rows)
-
-
 def _open(coord: TransactionCoordinator, tid: str = "tid") -> tuple[int, int]:
     info = coord.init_producer_id(tid, 60_000)
     coord.add_partitions(tid, info.producer_id, info.epoch, [("t", 0), ("t", 1)])
-    coord.stage(tid, info.producer_id, info.epoch, "t", 0, 0, _batch("a", "b"))
-    coord.stage(tid, info.producer_id, info.epoch, "t", 0, 0, _batch("a", "b"))  # a retry: kept once
-    coord.stage(tid, info.producer_id, info.epoch, "t", 1, 0, _batch("c"))
+    coord.stage(tid, info.producer_id, info.epoch, "t", 0, 0, batch("a", "b"))
+    coord.stage(tid, info.producer_id, info.epoch, "t", 0, 0, batch("a", "b"))  # a retry: kept once
+    coord.stage(tid, info.producer_id, info.epoch, "t", 1, 0, batch("c"))
     return info.producer_id, info.epoch
 
 
@@ -86,7 +54,7 @@ def test_a_commit_cut_short_ends_all_or_nothing_after_a_restart(
         second = TransactionCoordinator(again)
         second.recover()
         expected = [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
-        assert _values(storage) == ([] if crash_at == "prepare_commit" else expected)  # never twice
+        assert table_values(storage) == ([] if crash_at == "prepare_commit" else expected)  # never twice
         (summary,) = second.describe()
         # not decided: the transaction is still open (its batches were durable when answered)
         want = TxnState.COMPLETE_COMMIT if crash_at == "complete_commit" else TxnState.ONGOING
@@ -94,18 +62,18 @@ def test_a_commit_cut_short_ends_all_or_nothing_after_a_restart(
         assert (summary.producer_id, summary.epoch) == (pid, epoch)
         if crash_at == "prepare_commit":  # the producer retries its EndTxn: it commits now
             second.end_txn("tid", pid, epoch, commit=True)
-        assert _values(storage) == expected
+        assert table_values(storage) == expected
         # recovering once more (another broker taking over) changes nothing
         TransactionCoordinator(again).recover()
-        assert _values(storage) == expected
+        assert table_values(storage) == expected
         # the next instance gets a higher epoch, and its next commit appends after the first
         info = second.init_producer_id("tid", 60_000)
         assert (info.producer_id, info.epoch) == (pid, epoch + 1)
         second.add_partitions("tid", pid, info.epoch, [("t", 0)])
-        second.stage("tid", pid, info.epoch, "t", 0, 0, _batch("d"))
+        second.stage("tid", pid, info.epoch, "t", 0, 0, batch("d"))
         second.end_txn("tid", pid, info.epoch, commit=True)
-        assert (0, 2, "d") in _values(storage)
-        assert len(_values(storage)) == len(expected) + 1
+        assert (0, 2, "d") in table_values(storage)
+        assert len(table_values(storage)) == len(expected) + 1
     finally:
         again.close()
 
@@ -116,12 +84,12 @@ def test_zombie_is_fenced_and_its_transaction_aborted(storage: Storage, broker: 
     new = coord.init_producer_id("tid", 60_000)
     assert new.epoch == old + 1
     with pytest.raises(ProducerFenced):
-        coord.stage("tid", pid, old, "t", 0, 2, _batch("z"))
+        coord.stage("tid", pid, old, "t", 0, 2, batch("z"))
     with pytest.raises(ProducerFenced):
         coord.end_txn("tid", pid, old, commit=True)
     with pytest.raises(InvalidTxnState):  # the new instance has no transaction open yet
         coord.end_txn("tid", pid, new.epoch, commit=True)
-    assert _values(storage) == []
+    assert table_values(storage) == []
 
 
 def test_the_sweep_aborts_a_timed_out_transaction_and_bumps_the_epoch(
@@ -131,13 +99,13 @@ def test_the_sweep_aborts_a_timed_out_transaction_and_bumps_the_epoch(
     coord = TransactionCoordinator(broker, clock=lambda: now[0])
     info = coord.init_producer_id("slow", 1_000)
     coord.add_partitions("slow", info.producer_id, info.epoch, [("t", 0)])
-    coord.stage("slow", info.producer_id, info.epoch, "t", 0, 0, _batch("late"))
+    coord.stage("slow", info.producer_id, info.epoch, "t", 0, 0, batch("late"))
     assert coord.abort_expired() == []
     now[0] += 1.5
     assert coord.abort_expired() == ["slow"]
     with pytest.raises(ProducerFenced):
         coord.end_txn("slow", info.producer_id, info.epoch, commit=True)
-    assert _values(storage) == []
+    assert table_values(storage) == []
     assert DeltaTable(storage.system_uri("transactions")).to_pyarrow_table().num_rows >= 3
 
 
@@ -145,11 +113,11 @@ def test_pipelined_batches_commit_in_sequence_order(storage: Storage, broker: Br
     coord = TransactionCoordinator(broker)
     info = coord.init_producer_id("pipe", 60_000)
     coord.add_partitions("pipe", info.producer_id, info.epoch, [("t", 0)])
-    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, _batch("c"))  # overtook its predecessor
-    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 0, _batch("a", "b"))
-    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, _batch("c"))  # a retry
+    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, batch("c"))  # overtook its predecessor
+    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 0, batch("a", "b"))
+    coord.stage("pipe", info.producer_id, info.epoch, "t", 0, 2, batch("c"))  # a retry
     coord.end_txn("pipe", info.producer_id, info.epoch, commit=True)
-    assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")]
+    assert table_values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")]
 
 
 def test_a_transaction_past_its_timeout_holds_no_offsets_and_cannot_commit_before_the_sweep(
@@ -174,21 +142,21 @@ def test_a_transaction_past_its_timeout_holds_no_offsets_and_cannot_commit_befor
 
 
 def test_held_records_are_bounded_with_a_clear_error(storage: Storage, broker: Broker) -> None:
-    one = _batch("x" * 1000).nbytes
+    one = batch("x" * 1000).nbytes
     coord = TransactionCoordinator(broker, max_held_bytes=int(2.5 * one))
     a = coord.init_producer_id("a", 60_000)
     b = coord.init_producer_id("b", 60_000)
     coord.add_partitions("a", a.producer_id, a.epoch, [("t", 0)])
     coord.add_partitions("b", b.producer_id, b.epoch, [("t", 1)])
-    coord.stage("a", a.producer_id, a.epoch, "t", 0, 0, _batch("x" * 1000))
-    coord.stage("a", a.producer_id, a.epoch, "t", 0, 0, _batch("x" * 1000))  # a retry takes no more room
-    coord.stage("b", b.producer_id, b.epoch, "t", 1, 0, _batch("x" * 1000))
+    coord.stage("a", a.producer_id, a.epoch, "t", 0, 0, batch("x" * 1000))
+    coord.stage("a", a.producer_id, a.epoch, "t", 0, 0, batch("x" * 1000))  # a retry takes no more room
+    coord.stage("b", b.producer_id, b.epoch, "t", 1, 0, batch("x" * 1000))
     with pytest.raises(RecordTooLarge, match="commit in smaller transactions"):  # the bound is per broker
-        coord.stage("b", b.producer_id, b.epoch, "t", 1, 1, _batch("x" * 1000))
+        coord.stage("b", b.producer_id, b.epoch, "t", 1, 1, batch("x" * 1000))
     coord.end_txn("a", a.producer_id, a.epoch, commit=True)  # its records left memory for the table
-    coord.stage("b", b.producer_id, b.epoch, "t", 1, 1, _batch("x" * 1000))
+    coord.stage("b", b.producer_id, b.epoch, "t", 1, 1, batch("x" * 1000))
     coord.end_txn("b", b.producer_id, b.epoch, commit=True)
-    assert [v for _p, _o, v in _values(storage)] == ["x" * 1000] * 3
+    assert [v for _p, _o, v in table_values(storage)] == ["x" * 1000] * 3
 
 
 def test_compaction_clears_committed_records_and_keeps_what_recovery_needs(
@@ -209,7 +177,7 @@ def test_compaction_clears_committed_records_and_keeps_what_recovery_needs(
     assert all(r["records"] is None for r in rows if r["kind"] == "prepare_commit")  # not written twice
     again = TransactionCoordinator(broker)  # a restart: the undecided commit rolls forward, once
     again.recover()
-    assert sorted(v for _p, _o, v in _values(storage)) == ["a", "a", "b", "b", "c", "c"]  # none twice
+    assert sorted(v for _p, _o, v in table_values(storage)) == ["a", "a", "b", "b", "c", "c"]  # none twice
     again.close()
     coord.close()
 
@@ -226,8 +194,8 @@ def test_an_open_transaction_carries_on_at_the_coordinator_that_takes_it_over(
     first.stage_offsets("tid", pid, epoch, "g", {("t", 0): (2, None)})
     second = TransactionCoordinator(broker)
     assert second.pending_offsets("g") == set()  # not read yet: another broker's id, for all it knows
-    second.stage("tid", pid, epoch, "t", 0, 0, _batch("a", "b"))  # the dead one's batch, retried
-    second.stage("tid", pid, epoch, "t", 0, 2, _batch("d"))
+    second.stage("tid", pid, epoch, "t", 0, 0, batch("a", "b"))  # the dead one's batch, retried
+    second.stage("tid", pid, epoch, "t", 0, 2, batch("d"))
     assert second.pending_offsets("g") == {("t", 0)}
     (summary,) = second.describe()
     assert (summary.state, summary.epoch, summary.partitions) == (
@@ -236,9 +204,9 @@ def test_an_open_transaction_carries_on_at_the_coordinator_that_takes_it_over(
         (("t", 0), ("t", 1)),
     )
     with pytest.raises(InvalidTxnState):  # the partitions are the transaction's, no others
-        second.stage("tid", pid, epoch, "t", 2, 0, _batch("x"))
+        second.stage("tid", pid, epoch, "t", 2, 0, batch("x"))
     second.end_txn("tid", pid, epoch, commit=True)
-    assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "d"), (1, 0, "c")]
+    assert table_values(storage) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "d"), (1, 0, "c")]
     assert [(k, c.offset) for k, c in broker.groups.committed("g").items()] == [(("t", 0), 2)]
     # the first coordinator, told the brokers changed, reads the id again: the next epoch fences the zombie
     third = TransactionCoordinator(broker)
@@ -260,7 +228,7 @@ def test_concurrent_requests_share_the_table_s_commits(storage: Storage, broker:
     before = DeltaTable(storage.system_uri("transactions")).version()
     with ThreadPoolExecutor(8) as pool:
         jobs = [
-            pool.submit(coord.stage, f"p{i}", info.producer_id, info.epoch, "t", i % 2, s, _batch(f"{i}/{s}"))
+            pool.submit(coord.stage, f"p{i}", info.producer_id, info.epoch, "t", i % 2, s, batch(f"{i}/{s}"))
             for s in range(5)
             for i, info in enumerate(ids)
         ]
@@ -282,7 +250,7 @@ def test_the_sweep_leaves_the_transactions_of_ids_another_broker_coordinates_alo
     coord = TransactionCoordinator(broker, clock=lambda: now[0])
     info = coord.init_producer_id("moved", 1_000)
     coord.add_partitions("moved", info.producer_id, info.epoch, [("t", 0)])
-    coord.stage("moved", info.producer_id, info.epoch, "t", 0, 0, _batch("kept"))
+    coord.stage("moved", info.producer_id, info.epoch, "t", 0, 0, batch("kept"))
     now[0] += 1.5
     assert coord.abort_expired(owns=lambda tid: False) == []
     kinds = DeltaTable(storage.system_uri("transactions")).to_pyarrow_table()["kind"].to_pylist()

@@ -5,48 +5,17 @@ epoch gives a new producer id, and a retry across it is answered again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from txn_batches import batch, table_values
 
 from topiclake.errors import InvalidTxnState, ProducerFenced, StorageError
-from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.platform import Broker, Storage
 from topiclake.platform.transactions import TransactionCoordinator
-
-
-@pytest.fixture
-def storage(tmp_path: Path) -> Storage:
-    return Storage(str(tmp_path / "wh"))
-
-
-@pytest.fixture
-def broker(storage: Storage) -> Iterator[Broker]:
-    b = Broker(storage, BrokerConfig(linger_ms=1))
-    b.create_topic("t", partitions=2)
-    try:
-        yield b
-    finally:
-        b.close()
-
-
-def _batch(*values: str) -> pa.Table:
-    return pa.table(
-        {
-            "key": pa.array([None] * len(values), pa.binary()),
-            "value": pa.array([v.encode() for v in values], pa.binary()),
-            "timestamp_ms": pa.array([1_700_000_000_000] * len(values), pa.int64()),
-        }
-    )
-
-
-def _values(storage: Storage) -> list[tuple[int, int, str]]:
-    rows = DeltaTable(storage.topic_uri("t")).to_pyarrow_table().to_pylist()
-    return sorted((r["partition"], r["offset"], r["value"].decode()) for r in rows)
 
 
 def _fail_on(coord: TransactionCoordinator, kind: str) -> None:
@@ -69,8 +38,8 @@ def test_a_decided_commit_is_finished_by_the_next_coordinator_on_the_producer_s_
     info = first.init_producer_id("tid", 60_000)
     pid, e = info.producer_id, info.epoch
     # no AddPartitionsToTxn / AddOffsetsToTxn: the batch and the offsets add them
-    first.stage("tid", pid, e, "t", 0, 0, _batch("a", "b"), implicit=True)
-    first.stage("tid", pid, e, "t", 1, 0, _batch("c"), implicit=True)
+    first.stage("tid", pid, e, "t", 0, 0, batch("a", "b"), implicit=True)
+    first.stage("tid", pid, e, "t", 1, 0, batch("c"), implicit=True)
     first.stage_offsets("tid", pid, e, "g", {("t", 0): (2, None)}, implicit=True)
     _fail_on(first, "complete_commit")
     with pytest.raises(StorageError):  # decided (with the bump), rolled forward, not recorded complete
@@ -78,11 +47,11 @@ def test_a_decided_commit_is_finished_by_the_next_coordinator_on_the_producer_s_
     second = TransactionCoordinator(broker)  # the broker that takes the id over
     assert second.end_txn("tid", pid, e, commit=True, bump=True) == (pid, e + 1)  # the lost answer
     assert second.end_txn("tid", pid, e, commit=True, bump=True) == (pid, e + 1)  # and once more
-    assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
+    assert table_values(storage) == [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
     assert broker.groups.committed("g")[("t", 0)].offset == 2
     with pytest.raises(ProducerFenced):  # a late batch of the committed transaction
-        second.stage("tid", pid, e, "t", 0, 2, _batch("late"), implicit=True)
-    second.stage("tid", pid, e + 1, "t", 0, 0, _batch("next"), implicit=True)
+        second.stage("tid", pid, e, "t", 0, 2, batch("late"), implicit=True)
+    second.stage("tid", pid, e + 1, "t", 0, 0, batch("next"), implicit=True)
     with pytest.raises(ProducerFenced):  # a delayed EndTxn of the previous one commits nothing
         second.end_txn("tid", pid, e, commit=True, bump=True)
     # a new instance fences the producer: its epoch is one below the current, but no retry
@@ -92,7 +61,7 @@ def test_a_decided_commit_is_finished_by_the_next_coordinator_on_the_producer_s_
         second.end_txn("tid", pid, e + 1, commit=False, bump=True)
     with pytest.raises(InvalidTxnState):  # the new instance has nothing open to commit
         second.end_txn("tid", pid, fresh.epoch, commit=True, bump=True)
-    assert _values(storage) == [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
+    assert table_values(storage) == [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
     for c in (first, second):
         c.close()
 
@@ -116,11 +85,11 @@ def test_a_spent_epoch_gives_a_new_producer_id_and_a_retry_across_it_is_answered
     again = coord.init_producer_id("old", 60_000)
     pid = info.producer_id
     assert (again.producer_id, again.epoch) == (pid, 32766)
-    coord.stage("old", pid, 32766, "t", 0, 0, _batch("x"), implicit=True)
+    coord.stage("old", pid, 32766, "t", 0, 0, batch("x"), implicit=True)
     new_pid, epoch = coord.end_txn("old", pid, 32766, commit=True, bump=True)
     assert new_pid != pid and epoch == 0
     assert coord.end_txn("old", pid, 32766, commit=True, bump=True) == (new_pid, 0)  # a retry
-    coord.stage("old", new_pid, 0, "t", 0, 0, _batch("y"), implicit=True)
+    coord.stage("old", new_pid, 0, "t", 0, 0, batch("y"), implicit=True)
     assert coord.end_txn("old", new_pid, 0, commit=True, bump=True) == (new_pid, 1)
-    assert _values(storage) == [(0, 0, "x"), (0, 1, "y")]
+    assert table_values(storage) == [(0, 0, "x"), (0, 1, "y")]
     coord.close()
