@@ -260,25 +260,15 @@ class Broker(BrokerCluster, BrokerProduce):
         log = self.log(topic)
         if self.cluster is not None and not log.leads(partition):
             log.high_watermark(partition)  # an unknown partition is still an error of its own
+            # the router may find this broker the leader before its log has taken the partition over:
+            # answer from the log then (not through list_offsets again, which would route again, forever)
             return self._route(
                 topic,
                 partition,
-                lambda: self.list_offsets(topic, partition, spec),
+                lambda: _log_offsets(log, topic, partition, spec),
                 lambda t: self._remote().list_offsets(t, topic, partition, spec),
             )
-        if spec == "earliest":
-            return log.log_start_offset(partition)
-        if spec == "latest":
-            return log.high_watermark(partition)
-        if isinstance(spec, int) and not isinstance(spec, bool):
-            if spec == -2:
-                return log.log_start_offset(partition)
-            if spec == -1:
-                return log.high_watermark(partition)
-            if spec < 0:
-                raise InvalidRecord(f"timestamp {spec} is negative", topic=topic, partition=partition)
-            return log.offset_for_timestamp(partition, spec)
-        raise InvalidRecord(f"offset spec must be earliest, latest or a timestamp in ms, not {spec!r}")
+        return _log_offsets(log, topic, partition, spec)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -304,3 +294,20 @@ class Broker(BrokerCluster, BrokerProduce):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _log_offsets(log: TopicLog, topic: str, partition: int, spec: OffsetSpec) -> int | None:
+    """:meth:`Broker.list_offsets` answered from this broker's own log."""
+    if spec == "earliest":
+        return log.log_start_offset(partition)
+    if spec == "latest":
+        return log.high_watermark(partition)
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        if spec == -2:
+            return log.log_start_offset(partition)
+        if spec == -1:
+            return log.high_watermark(partition)
+        if spec < 0:
+            raise InvalidRecord(f"timestamp {spec} is negative", topic=topic, partition=partition)
+        return log.offset_for_timestamp(partition, spec)
+    raise InvalidRecord(f"offset spec must be earliest, latest or a timestamp in ms, not {spec!r}")

@@ -237,3 +237,19 @@ def test_admin_changes_made_through_one_broker_reach_the_others(cluster: dict[in
         with pytest.raises(TopicNotFound):
             b.produce("admin", [Record(None, b"z")], partition=0)
     until(lambda: all("admin" not in b.metadata().partitions for b in cluster.values()))
+
+
+def test_offsets_are_listed_while_the_log_takes_a_partition_over(
+    cluster: dict[int, Broker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window after a failover in which the cluster already names this broker the leader but its log
+    has not taken the partition over yet: ListOffsets is answered from the log, not routed back to itself
+    (it recursed until Python's limit and a Kafka client got UNKNOWN_SERVER_ERROR)."""
+    cluster[1].create_topic("ends", partitions=3)
+    until(lambda: all(v == views(cluster, "ends")[0] for v in views(cluster, "ends")))
+    state = next(s for s in cluster[1].metadata().partitions["ends"] if s.leader == 1)
+    assert cluster[1].produce("ends", [Record(b"k", b"v")], partition=state.partition)[0].offset == 0
+    log = cluster[1].log("ends")
+    monkeypatch.setattr(log, "leads", lambda partition: False)  # the log's view lags the cluster's
+    assert cluster[1].list_offsets("ends", state.partition, "latest") == 1
+    assert cluster[1].list_offsets("ends", state.partition, "earliest") == 0
