@@ -5,11 +5,10 @@ fencing by epoch, and the timeout sweep."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from txn_batches import batch, table_values
+from txn_batches import batch, fail_on, table_values
 
 from topiclake.errors import GroupNotFound, InvalidTxnState, ProducerFenced, RecordTooLarge, StorageError
 from topiclake.platform import Broker, BrokerConfig, Storage
@@ -25,26 +24,13 @@ def _open(coord: TransactionCoordinator, tid: str = "tid") -> tuple[int, int]:
     return info.producer_id, info.epoch
 
 
-def _fail_on(coord: TransactionCoordinator, kind: str) -> None:
-    """Make the coordinator's table refuse rows of one kind (a crash at that point of the commit)."""
-    table: Any = coord._table
-    real = table.append
-
-    def append(rows: list[Any]) -> None:
-        if any(r.kind == kind for r in rows):
-            raise StorageError(f"injected: {kind} not written")
-        real(rows)
-
-    table.append = append
-
-
 @pytest.mark.parametrize("crash_at", ["prepare_commit", "complete_commit"])
 def test_a_commit_cut_short_ends_all_or_nothing_after_a_restart(
     storage: Storage, broker: Broker, crash_at: str
 ) -> None:
     first = TransactionCoordinator(broker)
     pid, epoch = _open(first)
-    _fail_on(first, crash_at)
+    fail_on(first, crash_at)
     with pytest.raises(StorageError):
         first.end_txn("tid", pid, epoch, commit=True)
     broker.close()
@@ -166,7 +152,7 @@ def test_compaction_clears_committed_records_and_keeps_what_recovery_needs(
     pid, epoch = _open(coord)
     coord.end_txn("tid", pid, epoch, commit=True)
     pid, epoch = _open(coord, "cut")
-    _fail_on(coord, "complete_commit")  # decided, not complete: its records are still needed
+    fail_on(coord, "complete_commit")  # decided, not complete: its records are still needed
     with pytest.raises(StorageError):
         coord.end_txn("cut", pid, epoch, commit=True)
     assert coord.compact(keep_ms=3_600_000) == 0  # nothing old enough

@@ -5,30 +5,15 @@ epoch gives a new producer id, and a retry across it is answered again."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from txn_batches import batch, table_values
+from txn_batches import batch, fail_on, table_values
 
 from topiclake.errors import InvalidTxnState, ProducerFenced, StorageError
 from topiclake.platform import Broker, Storage
 from topiclake.platform.transactions import TransactionCoordinator
-
-
-def _fail_on(coord: TransactionCoordinator, kind: str) -> None:
-    """Make the coordinator's table refuse rows of one kind (a crash at that point of the commit)."""
-    table: Any = coord._table
-    real = table.append
-
-    def append(rows: list[Any]) -> None:
-        if any(r.kind == kind for r in rows):
-            raise StorageError(f"injected: {kind} not written")
-        real(rows)
-
-    table.append = append
 
 
 def test_a_decided_commit_is_finished_by_the_next_coordinator_on_the_producer_s_retry(
@@ -41,7 +26,7 @@ def test_a_decided_commit_is_finished_by_the_next_coordinator_on_the_producer_s_
     first.stage("tid", pid, e, "t", 0, 0, batch("a", "b"), implicit=True)
     first.stage("tid", pid, e, "t", 1, 0, batch("c"), implicit=True)
     first.stage_offsets("tid", pid, e, "g", {("t", 0): (2, None)}, implicit=True)
-    _fail_on(first, "complete_commit")
+    fail_on(first, "complete_commit")
     with pytest.raises(StorageError):  # decided (with the bump), rolled forward, not recorded complete
         first.end_txn("tid", pid, e, commit=True, bump=True)
     second = TransactionCoordinator(broker)  # the broker that takes the id over

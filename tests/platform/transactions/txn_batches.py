@@ -1,11 +1,16 @@
-"""The batches the coordinator tests stage, and what topic ``t``'s table holds after them."""
+"""The batches the coordinator tests stage, what topic ``t``'s table holds after them, and a crash of the
+coordinator's table at one kind of row."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from topiclake.errors import StorageError
 from topiclake.platform import Storage
+from topiclake.platform.transactions import TransactionCoordinator
 
 
 def batch(*values: str) -> pa.Table:
@@ -23,3 +28,16 @@ def table_values(storage: Storage) -> list[tuple[int, int, str]]:
     """(partition, offset, value) of every row of topic ``t``'s table, sorted."""
     rows = DeltaTable(storage.topic_uri("t")).to_pyarrow_table().to_pylist()
     return sorted((r["partition"], r["offset"], r["value"].decode()) for r in rows)
+
+
+def fail_on(coord: TransactionCoordinator, kind: str) -> None:
+    """Make the coordinator's table refuse rows of one kind (a crash at that point of the commit)."""
+    table: Any = coord._table
+    real = table.append
+
+    def append(rows: list[Any]) -> None:
+        if any(r.kind == kind for r in rows):
+            raise StorageError(f"injected: {kind} not written")
+        real(rows)
+
+    table.append = append
