@@ -20,9 +20,9 @@ from topiclake.process.ports import free_port
 def run(
     gateway_url: str, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``topiclake ARGS`` with TOPICLAKE_URL pointing at the gateway."""
+    """``python -m topiclake ARGS`` (the package's ``__main__``), TOPICLAKE_URL pointing at the gateway."""
     return subprocess.run(
-        [sys.executable, "-m", "topiclake.cli", *args],
+        [sys.executable, "-m", "topiclake", *args],
         input=stdin,
         capture_output=True,
         text=True,
