@@ -11,17 +11,16 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from topiclake.errors import InvalidRecord, PartitionNotFound, RecordTooLarge, RequestTimedOut, TopiclakeError
 from topiclake.platform._broker_base import BrokerBase
+from topiclake.platform._produce_tables import conform, group, suspects
 from topiclake.platform.cluster.metadata import BrokerEndpoint
 from topiclake.platform.cluster.routing import Forwarder
 from topiclake.platform.log.append_handle import results_of
 from topiclake.platform.log.rows import Rows, check
 from topiclake.platform.log.topic_log import AppendHandle, TopicLog
 from topiclake.platform.records import (
-    INPUT_SCHEMA,
     ProducerInfo,
     Record,
     RecordResult,
@@ -105,7 +104,7 @@ class BrokerProduce(BrokerBase):
         limit = info.config.max_message_bytes
         results: list[RecordResult | None] = [None] * n
         failed = False
-        for i in _suspects(table, explicit, limit, n_parts):  # vectorized screen, then exact per-record check
+        for i in suspects(table, explicit, limit, n_parts):  # vectorized screen, then exact per-record check
             error = self._check_row(topic, table, i, explicit[i], limit, n_parts)
             if error is not None:
                 failed = True
@@ -160,7 +159,7 @@ class BrokerProduce(BrokerBase):
         if producer is not None:
             seqs = pa.array(range(producer.base_sequence, producer.base_sequence + n), pa.int32())
             table = table.append_column("sequence", seqs)
-        batches, rows = _group(table, targets)
+        batches, rows = group(table, targets)
         handle = log.append(batches, ack, producer)  # type: ignore[arg-type]
         if ack == "all":
             self._wait(handle, topic, timeout_ms)
@@ -319,9 +318,9 @@ class BrokerProduce(BrokerBase):
 
     def _screen(self, topic: str, log: TopicLog, table: pa.Table) -> pa.Table:
         """The batch in input columns, after the per-record checks (one bad record fails the batch)."""
-        data = _conform(table)
+        data = conform(table)
         limit = log.info.config.max_message_bytes
-        for i in _suspects(data, [None] * data.num_rows, limit, log.info.partitions):
+        for i in suspects(data, [None] * data.num_rows, limit, log.info.partitions):
             error = self._check_row(topic, data, i, None, limit, log.info.partitions)
             if error is not None:
                 raise error
@@ -391,59 +390,3 @@ def _queue_arrow(
         seqs = pa.array(range(producer.base_sequence, producer.base_sequence + data.num_rows), pa.int32())
         data = data.append_column("sequence", seqs)
     return log.append([(partition, data)], ack, producer)  # type: ignore[arg-type]
-
-
-def _conform(table: pa.Table) -> pa.Table:
-    if table.schema.equals(INPUT_SCHEMA):  # the Kafka listener's batches: nothing to cast
-        return table
-    n = table.num_rows
-    cols = []
-    for field in INPUT_SCHEMA:
-        if field.name in table.column_names:
-            cols.append(table[field.name].cast(field.type))
-        else:
-            cols.append(pa.nulls(n, field.type))
-    return pa.Table.from_arrays(cols, schema=INPUT_SCHEMA)
-
-
-def _group(table: pa.Table, targets: list[int]) -> tuple[list[tuple[int, pa.Table]], list[list[int]]]:
-    """Split rows by target partition, keeping their order: the batches and each batch's row numbers."""
-    first = targets[0]
-    if all(t == first for t in targets):
-        return [(first, table)], [list(range(len(targets)))]
-    order: dict[int, list[int]] = {}
-    for row, p in enumerate(targets):
-        order.setdefault(p, []).append(row)
-    return [(p, table.take(pa.array(rows, pa.int64()))) for p, rows in order.items()], list(order.values())
-
-
-def _suspects(table: pa.Table, explicit: list[int | None], limit: int, n_parts: int) -> list[int]:
-    """Rows that may break a rule (size, timestamp, partition), found with columnar work only."""
-    anywhere = explicit.count(None) == len(explicit)  # no record names its own partition
-    if anywhere and table.nbytes <= limit:
-        # no record can be larger than all the bytes together: only a negative timestamp can be wrong
-        low = pc.min(table["timestamp_ms"]).as_py()
-        if low is None or low >= 0:
-            return []
-    size = pc.add(
-        pc.fill_null(pc.binary_length(table["key"]), 0), pc.fill_null(pc.binary_length(table["value"]), 0)
-    )
-    headers = table["headers"].combine_chunks()
-    if headers.null_count < len(headers):
-        flat = pc.list_flatten(headers)
-        if len(flat):
-            lengths = pc.add(
-                pc.binary_length(pc.struct_field(flat, "key")),
-                pc.fill_null(pc.binary_length(pc.struct_field(flat, "value")), 0),
-            )
-            parents = pc.list_parent_indices(headers)
-            sums = pa.table({"row": parents, "n": lengths}).group_by("row").aggregate([("n", "sum")])
-            extra = [0] * len(headers)
-            for row, n in zip(sums["row"].to_pylist(), sums["n_sum"].to_pylist(), strict=True):
-                extra[row] = n
-            size = pc.add(size, pa.array(extra, pa.int64()))
-    bad = pc.or_(pc.greater(size, limit), pc.fill_null(pc.less(table["timestamp_ms"], 0), False))
-    rows = set(pc.indices_nonzero(bad).to_pylist())
-    if not anywhere:
-        rows.update(i for i, p in enumerate(explicit) if p is not None and not 0 <= p < n_parts)
-    return sorted(rows)
