@@ -13,9 +13,11 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -355,10 +357,38 @@ def test_kafka_python_producer_survives_the_kill_of_its_bootstrap_broker(
             fut.add_errback(lambda exc, v=value: outcome.fail(v, repr(exc)))
 
         killed_at = drive(send, lambda: None, victim, outcome)
-        producer.flush(70)
+        try:
+            producer.flush(70)
+        except Exception:  # the client's own view, so that a hang says where it is (seen once in CI)
+            raise AssertionError(kafka_python_stuck(producer, cluster[1], topic)) from None
     finally:
-        producer.close(10)
+        producer.close(0)  # an unanswered send fails the check below (or the flush above) anyway
     check("kafka-python", cluster[0].proc.warehouse, topic, outcome, moved, killed_at, cluster[1])
+
+
+def kafka_python_stuck(producer: Any, live: KafkaBroker, topic: str) -> str:
+    """What a kafka-python producer whose flush timed out is waiting for: its batches not yet answered,
+    its producer-id state, the leaders it knows against those the cluster names, and its sender thread's
+    stack. Logged and returned as the failure's message."""
+    from kafka.structs import TopicPartition
+
+    now = time.monotonic()
+    batches = [
+        f"p{b.topic_partition.partition} aged {now - b.created:.1f}s tries {b.attempts} retry {b.in_retry()}"
+        for b in producer._accumulator._incomplete.all()
+    ]
+    tm = producer._transaction_manager
+    state = f"{tm._current_state} {tm.producer_id_and_epoch} last error {tm.last_error!r}" if tm else "-"
+    known = {p: producer._metadata.leader_for_partition(TopicPartition(topic, p)) for p in range(PARTITIONS)}
+    _ids, cluster_leaders = metadata_leaders(live.bootstrap, topic)
+    frame = sys._current_frames().get(producer._sender.ident)
+    stack = "".join(traceback.format_stack(frame)[-12:]) if frame is not None else "(no sender thread)"
+    text = (
+        f"kafka-python's flush timed out: {len(batches)} batches unanswered {batches[:12]}; producer id "
+        f"state {state}; leaders it knows {known}, the cluster's {cluster_leaders}; sender thread:\n{stack}"
+    )
+    logger.error("%s", text)
+    return text
 
 
 class Member:
