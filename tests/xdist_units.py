@@ -80,7 +80,7 @@ UNIT_SECONDS: Mapping[str, float] = {
     "tests/storage/test_producers_after_cleanup.py": 29,
     "tests/platform/cluster/test_group_failover.py": 28,
     "tests/kafka/test_spark.py": 27,
-    "tests/cluster/test_cli_cluster.py": 27,
+    "tests/cluster/test_cli_cluster.py": 22,  # 27 with a broker per test
     "tests/kafka/test_consumer_protocol.py": 26,
 }
 
