@@ -58,17 +58,17 @@ OWN_JVM_TESTS = frozenset({"tests/spark/test_cli_sql.py::test_persistent_catalog
 UNIT_SECONDS: Mapping[str, float] = {
     "spark": 478,
     "spark-jobs": 323,
-    "tests/spark/test_cluster.py": 153,
+    "tests/spark/test_cluster.py": 105,  # 153 with two spark-submits (one since the fifth round: -33 % CPU)
     "tests/storage/test_s3_serve.py": 111,  # 149 with the idle test's 98 s (60 s since the fourth round)
     "tests/cluster/test_kafka_failover.py": 110,
     "tests/spark/test_pipeline_crash.py": 110,
     "tests/spark/test_cli_sql.py::test_persistent_catalog_is_seen_by_a_second_jvm": 88,
     "tests/platform/cluster/test_failover.py": 74,
-    "tests/spark/test_jobs_kill9.py": 70,
+    "tests/spark/test_jobs_kill9.py": 62,  # 70 with a third kill (at 4 s: the fifth round dropped it)
     "tests/cluster/test_multi_broker.py": 68,
     "tests/kafka/test_java_transactions.py": 61,
     "tests/api/test_cli_groups.py": 56,
-    "tests/cluster/test_client_bootstrap.py": 54,
+    "tests/cluster/test_client_bootstrap.py": 25,  # 54 with a broker per test (alone: 58 -> 24 s)
     "tests/test_http_wrk_smoke.py": 47,
     "tests/cluster/test_kafka_transactions.py": 46,
     "tests/test_sustained_smoke.py": 46,
@@ -80,7 +80,7 @@ UNIT_SECONDS: Mapping[str, float] = {
     "tests/storage/test_producers_after_cleanup.py": 29,
     "tests/platform/cluster/test_group_failover.py": 28,
     "tests/kafka/test_spark.py": 27,
-    "tests/cluster/test_cli_cluster.py": 27,
+    "tests/cluster/test_cli_cluster.py": 22,  # 27 with a broker per test
     "tests/kafka/test_consumer_protocol.py": 26,
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,19 @@ from topiclake.client import ClusterView, GatewayUnavailable, TopiclakeClient, p
 from topiclake.errors import InvalidRequest, TopicNotFound
 from topiclake.platform import partition_for_key
 from topiclake.process.ports import free_port
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker (id 1, today's one-broker cluster) over a directory, shared by this module's tests: each
+    uses topics and a client of its own, so one start (~1.5 CPU-s) serves seven tests. Tests that stop or
+    kill their broker start their own (``start_brokers``)."""
+    root = tmp_path_factory.mktemp("bootstrap")
+    started = BrokerProcess(root / "wh", 1, root / "broker-1.log").start()
+    try:
+        yield started
+    finally:
+        started.stop()
 
 
 def table_rows(warehouse: Path, topic: str) -> list[dict[str, object]]:
@@ -42,7 +55,7 @@ def test_metadata_from_any_broker_that_answers(broker: BrokerProcess) -> None:
         meta = tl.metadata()
         assert meta["controller_id"] == 1
         assert [(b["id"], b["host"], b["port"]) for b in meta["brokers"]] == [(1, "127.0.0.1", broker.port)]
-        (topic,) = meta["topics"]
+        (topic,) = (t for t in meta["topics"] if t["name"] == "orders")
         assert [p["leader"] for p in topic["partitions"]] == [1, 1, 1]
         assert tl.bootstrap_servers == [f"http://{dead}", broker.url]
         # the broker that answered is asked first from now on
@@ -61,9 +74,7 @@ def test_no_broker_answers_is_gateway_unavailable(tmp_path: Path) -> None:
             tl.list_topics()
 
 
-def test_produce_partitions_keys_like_kafka_and_fetches_from_the_leader(
-    broker: BrokerProcess, tmp_path: Path
-) -> None:
+def test_produce_partitions_keys_like_kafka_and_fetches_from_the_leader(broker: BrokerProcess) -> None:
     with TopiclakeClient(bootstrap_servers=broker.address, timeout=10) as tl:
         tl.create_topic("keyed", partitions=4)
         records = [{"key": f"customer-{i}", "value": {"n": i}} for i in range(40)]
@@ -93,9 +104,7 @@ def test_produce_partitions_keys_like_kafka_and_fetches_from_the_leader(
         assert len({s.producer["producer_id"] for s in slots.values() if s.producer}) == 4
 
 
-def test_idempotent_retry_is_answered_with_the_original_offsets(
-    broker: BrokerProcess, tmp_path: Path
-) -> None:
+def test_idempotent_retry_is_answered_with_the_original_offsets(broker: BrokerProcess) -> None:
     with TopiclakeClient(bootstrap_servers=broker.address, timeout=10) as tl:
         tl.create_topic("idem", partitions=2)
         first = tl.produce("idem", [{"value": i, "partition": 1} for i in range(5)])["results"]
@@ -109,7 +118,7 @@ def test_idempotent_retry_is_answered_with_the_original_offsets(
         ]
         assert [r["offset"] for r in again] == [r["offset"] for r in first] == [0, 1, 2, 3, 4]
         tl.produce("idem", [{"value": 5, "partition": 1}])
-    rows = table_rows(tmp_path / "wh", "idem")
+    rows = table_rows(Path(broker.warehouse), "idem")
     assert [(r["partition"], r["offset"]) for r in rows] == [(1, i) for i in range(6)]
 
 

@@ -5,10 +5,14 @@ spark-submit with the packed Python environment (``--archives``) and the project
    acknowledged is still served with the same offset, and the broker appends after it;
 2. executors run the SHIPPED environment: their Python and deltalake come from the unpacked archive in the
    worker's work directory, topiclake from the shipped zip, nothing from the repository or its .venv;
-3. ``spark.read.format("topiclake")`` reads the topic on the cluster, in the same session as (2).
+3. ``spark.read.format("topiclake")`` reads the compacted topic on the cluster, in the same session as (2).
+
+All three are one application (one spark-submit, one driver JVM, one set of executors): its driver runs
+the compaction job's ``main`` -- as the submitted ``compact`` job's launcher does -- in the session it then
+probes and reads with. (Two submissions cost a second driver and executor start, ~25 CPU-s.)
 
 The environment archive is built once per machine and cached (``~/.cache/topiclake/envs``): the first run
-pays the packing (minutes), later runs only start the cluster and submit two applications.
+pays the packing (minutes), later runs only start the cluster and submit one application.
 """
 
 from __future__ import annotations
@@ -51,9 +55,10 @@ SUBMIT_TIMEOUT_S = 420
 # (partition, offset) -> (key, value, headers, timestamp ms)
 Produced = dict[tuple[int, int], tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]
 
-# Runs on the cluster's driver (shipped with --py-files): the probe of topiclake.jobs.submit and a read
-# with the topiclake data source in the same session; writes one JSON file.
-CLUSTER_READ = """
+# Runs on the cluster's driver (shipped with --py-files): the compaction job's main (which takes the
+# running session and leaves it running), then the probe of topiclake.jobs.submit and a read with the
+# topiclake data source in the same session; writes one JSON file.
+CLUSTER_APP = """
 import json
 from pathlib import Path
 
@@ -61,11 +66,13 @@ from pathlib import Path
 def main(args):
     from pyspark.sql import functions as F
 
+    from topiclake.jobs import compact
     from topiclake.jobs.session import get_spark
     from topiclake.jobs.submit import probe
 
     warehouse, topic, output = args
-    spark = get_spark(None, "topiclake-cluster-read", warehouse=warehouse)
+    spark = get_spark(None, "topiclake-cluster-app", warehouse=warehouse)
+    compacted = compact.main(["--warehouse", warehouse, "--topic", topic, "--min-files", "2"])
     df = (
         spark.read.format("topiclake")
         .option("subscribe", topic)
@@ -86,6 +93,7 @@ def main(args):
         for r in df.collect()
     ]
     report = {
+        "compact_exit": compacted,
         "master": spark.sparkContext.master,
         "executors": probe(spark, 2),
         "records": records,
@@ -222,52 +230,35 @@ def _submit(cluster: StandaloneCluster, env: PackedEnv, job: str, args: list[str
     assert len(new_apps) == 1, new_apps
 
 
-def test_compaction_job_on_the_cluster_merges_files_and_keeps_records(
-    cluster: StandaloneCluster, packed_env: PackedEnv, topic: Topic
+def test_one_application_compacts_runs_the_shipped_environment_and_reads_the_topic(
+    cluster: StandaloneCluster, packed_env: PackedEnv, topic: Topic, tmp_path: Path
 ) -> None:
     before = _files_by_segment(topic.uri)
     newest = {p: max(s for q, s in before if q == p) for p in range(PARTITIONS)}
     sealed_before = {k: n for k, n in before.items() if k[1] != newest[k[0]]}
     assert sealed_before and all(n >= 2 for n in sealed_before.values()), before
 
+    driver_module = tmp_path / "cluster_app.py"
+    driver_module.write_text(CLUSTER_APP)
+    output = tmp_path / "report.json"
     _submit(
-        cluster, packed_env, "compact", ["--warehouse", topic.warehouse, "--topic", TOPIC, "--min-files", "2"]
+        cluster,
+        packed_env,
+        "cluster_app:main",
+        [topic.warehouse, TOPIC, str(output)],
+        py_files=[str(driver_module)],
     )
+    report = json.loads(output.read_text())
+    assert report["master"] == cluster.master_url
+    assert report["compact_exit"] == 0
 
+    # (1) the job merged the sealed segments' files
     after = _files_by_segment(topic.uri)
     assert sum(after.values()) < sum(before.values()), (before, after)
     sealed_after = {k: n for k, n in after.items() if k in sealed_before}
     assert sealed_after.keys() == sealed_before.keys(), (before, after)
     assert all(sealed_after[k] <= sealed_before[k] for k in sealed_before), (before, after)
     assert sum(sealed_after.values()) < sum(sealed_before.values()), (before, after)
-
-    # the gateway's core still serves every acknowledged record at its offset, and appends after them
-    with Broker(Storage(topic.warehouse), BrokerConfig(maintenance=False, linger_ms=0)) as broker:
-        assert _served(broker) == topic.produced
-        ends = {p: broker.list_offsets(TOPIC, p, "latest") for p in range(PARTITIONS)}
-        more: Produced = {}
-        _produce(broker, more, ROUNDS)
-        assert {p for p, _ in more} == set(range(PARTITIONS))
-        assert all(o >= ends[p] for p, o in more), (ends, sorted(more))  # type: ignore[operator]
-        assert _served(broker) == {**topic.produced, **more}
-        topic.produced.update(more)
-
-
-def test_executors_run_the_shipped_environment_and_read_the_topic(
-    cluster: StandaloneCluster, packed_env: PackedEnv, topic: Topic, tmp_path: Path
-) -> None:
-    driver_module = tmp_path / "cluster_read.py"
-    driver_module.write_text(CLUSTER_READ)
-    output = tmp_path / "report.json"
-    _submit(
-        cluster,
-        packed_env,
-        "cluster_read:main",
-        [topic.warehouse, TOPIC, str(output)],
-        py_files=[str(driver_module)],
-    )
-    report = json.loads(output.read_text())
-    assert report["master"] == cluster.master_url
 
     # (2) every executor task ran the archive's Python with its deltalake, and topiclake from the zip
     repo_src = Path(topiclake.__file__).parent.parent
@@ -298,6 +289,16 @@ def test_executors_run_the_shipped_environment_and_read_the_topic(
             r["ts_ms"],
         )
     assert read == topic.produced
+
+    # (1) the gateway's core still serves every acknowledged record at its offset, and appends after them
+    with Broker(Storage(topic.warehouse), BrokerConfig(maintenance=False, linger_ms=0)) as broker:
+        assert _served(broker) == topic.produced
+        ends = {p: broker.list_offsets(TOPIC, p, "latest") for p in range(PARTITIONS)}
+        more: Produced = {}
+        _produce(broker, more, ROUNDS)
+        assert {p for p, _ in more} == set(range(PARTITIONS))
+        assert all(o >= ends[p] for p, o in more), (ends, sorted(more))  # type: ignore[operator]
+        assert _served(broker) == {**topic.produced, **more}
 
 
 def test_stop_releases_the_cluster(cluster: StandaloneCluster) -> None:
