@@ -137,12 +137,16 @@ class TopicTable:
 # ---------------------------------------------------------------------------------------------- metrics
 
 
+ROUNDS = "topiclake_topic_maintenance_round_seconds_bucket{"
+
+
 def scrape(http: httpx.Client) -> dict[str, Any]:
     """The counters this benchmark needs from ``/metrics``: the produce latency histogram (native API,
     acks=all; cumulative bucket counts by upper bound), produced records and Delta commits of the topic."""
     text = idempotent_get(http, "/metrics").text
     buckets: dict[float, float] = {}
     commit_buckets: dict[float, float] = {}
+    round_buckets: dict[float, float] = {}
     records = commits = committed = 0.0
     for line in text.splitlines():
         if line.startswith("topiclake_produce_latency_seconds_bucket{") and 'acks="all"' in line:
@@ -158,13 +162,33 @@ def scrape(http: httpx.Client) -> dict[str, Any]:
             commit_buckets[math.inf if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
         elif line.startswith("topiclake_topic_committed_records_total{") and f'topic="{TOPIC}"' in line:
             committed = float(line.rsplit(" ", 1)[1])
+        elif (
+            line.startswith("topiclake_topic_maintenance_round_seconds_bucket{")
+            and f'topic="{TOPIC}"' in line
+        ):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            round_buckets[math.inf if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
     return {
         "buckets": buckets,
         "records": records,
         "commits": commits,
         "commit_buckets": commit_buckets,
         "committed_records": committed,
+        "round_buckets": round_buckets,
     }
+
+
+def longest_round_s(before: dict[float, float], after: dict[float, float]) -> float | None:
+    """An upper bound on the longest maintenance round between two scrapes: the highest bucket of the
+    round-duration histogram whose count grew (60 s for the open last one); None without a round."""
+    longest = None
+    below = 0.0
+    for bound in sorted(after):
+        grew = (after[bound] - before.get(bound, 0.0)) - below  # rounds within this bucket, not below it
+        below += grew
+        if grew > 0:
+            longest = 60.0 if math.isinf(bound) else bound
+    return longest
 
 
 def histogram_quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float | None:
@@ -258,9 +282,20 @@ def tier(records: int, base: int) -> int:
 def file_bound(records_in_segment: int, n: int = CONFIG.compact_min_files) -> int:
     """The documented bound on the active files of one (partition, segment) of ``records`` records
     (maintenance.py): N - 1 files per tier, tiers 0..floor(log_N(records)), plus N files committed
-    during one maintenance round."""
+    during one maintenance round (a round is due every N versions; :func:`round_allowance` adds what a
+    partition commits beyond N while a slow round runs)."""
     tiers = tier(max(records_in_segment, 1), n) + 1
     return (n - 1) * tiers + n
+
+
+def round_allowance(commits_per_s: float, round_s: float | None, n: int = CONFIG.compact_min_files) -> int:
+    """Files a partition can gain beyond the bound's N while one round runs: each commit adds at most one
+    file to a partition, so ``commits_per_s`` (the topic's) times the window's longest round, less N.
+    Zero while rounds keep up; on a starved machine (a loaded CI) a round of 1 s at 50 commits/s lets
+    a partition gain ~50 files before the next round can merge them."""
+    if not round_s:
+        return 0
+    return max(math.ceil(commits_per_s * round_s) - n, 0)
 
 
 @dataclass

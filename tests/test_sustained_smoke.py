@@ -5,6 +5,7 @@ bound (correctness and boundedness, so they are asserted; speed never is)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -68,8 +69,19 @@ def test_sustained_smoke(tmp_path: Path, store: str, producers: str) -> None:
     # Files per partition stay under the compaction policy's bound in every sample. Without it (issue 25:
     # higher tiers never merged while appends filled tier 0 every round) the smoke run's 15 s of 32
     # single-record producers already passed it: tier 0 alone held ~60 files a partition at each round.
+    # The bound's last term is what a partition commits during one round: N while rounds keep up, more
+    # when a starved machine slows a round (a CI run under load: 86 files against 61 once, a round of
+    # ~1 s at ~50 commits/s), so each window adds the commits of its longest round beyond N.
+    assert any(w["maintenance_round_max_s"] for w in windows), windows  # rounds ran, /metrics told of them
     for w in windows:
-        assert w["within_bound"], (w["window"], w["active_files_max"], w["active_files_bound"])
+        longest_round = w["maintenance_round_max_s"] or 0
+        assert 0 <= w["round_allowance"] <= math.ceil(w["commits_per_s"] * longest_round), w
+        assert w["within_bound"], (
+            w["window"],
+            w["active_files_max"],
+            w["active_files_bound"],
+            w["round_allowance"],
+        )
     files = next(v for v in report["verdicts"] if v["target"].startswith("active files"))
     assert files["met"] is True, files
 

@@ -369,6 +369,18 @@ def test_metrics_and_openapi(gateway: Gateway) -> None:
     assert 'topiclake_topic_committed_records_total{topic="t"} 4.0' in text
     assert 'topiclake_topic_commit_latency_seconds_count{topic="t"} 3.0' in text
     assert 'topiclake_topic_commit_latency_seconds_bucket{le="+Inf",topic="t"} 3.0' in text
+    # the topic's maintenance rounds, a histogram whose last bucket holds them all
+    rounds = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("topiclake_topic_maintenance_round_seconds_") and 'topic="t"' in line
+    }
+    name = "topiclake_topic_maintenance_round_seconds"
+    everything, fast = (
+        rounds[f'{name}_bucket{{le="+Inf",topic="t"}}'],
+        rounds[f'{name}_bucket{{le="0.01",topic="t"}}'],
+    )
+    assert rounds[f'{name}_count{{topic="t"}}'] == everything >= fast, rounds
     spec = gateway.client.get("/openapi.json").json()
     produce = spec["paths"]["/v1/topics/{topic}/records"]["post"]
     assert "example" in produce["requestBody"]["content"]["application/json"]

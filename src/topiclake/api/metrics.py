@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -47,6 +49,12 @@ class _PartitionCollector(Collector):
             "rate)",
             labels=["topic"],
         )
+        rounds = HistogramMetricFamily(
+            "topiclake_topic_maintenance_round_seconds",
+            "Time of this broker's maintenance rounds of a topic (compaction, checkpoint, cleanup, vacuum): "
+            "a partition gains about its commit rate times this many files during one",
+            labels=["topic"],
+        )
         buffered = GaugeMetricFamily(
             "topiclake_buffer_used_bytes", "Accepted but not yet committed bytes (429 beyond the limit)"
         )
@@ -70,7 +78,14 @@ class _PartitionCollector(Collector):
                 buckets = list(zip(bounds, [float(c) for c in times.counts], strict=True))
                 latency.add_metric([log.topic], buckets, times.sum_ms / 1000)
                 committed.add_metric([log.topic], times.records)
+                upkeep = stats["maintenance"]
+                counts = list(itertools.accumulate(upkeep.round_counts))
+                les = [f"{b:g}" if b != math.inf else "+Inf" for b in upkeep.ROUND_BOUNDS_S]
+                rounds.add_metric(
+                    [log.topic], list(zip(les, map(float, counts), strict=True)), upkeep.round_seconds
+                )
         yield latency
+        yield rounds
         yield committed
         yield buffered
         yield arrow

@@ -5,10 +5,12 @@ per run otherwise)."""
 
 from __future__ import annotations
 
+import bisect
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, write_deltalake
@@ -33,6 +35,22 @@ Held = Callable[[list[DataFile], int, int], tuple[list[DataFile], pa.Table] | No
 class MaintenanceStats:
     """What maintenance did to one table (for metrics, benchmarks and tests)."""
 
+    #: Upper bounds of the round-duration histogram (``topiclake_topic_maintenance_round_seconds``).
+    ROUND_BOUNDS_S: ClassVar[tuple[float, ...]] = (
+        0.01,
+        0.025,
+        0.05,
+        0.1,
+        0.25,
+        0.5,
+        1,
+        2.5,
+        5,
+        10,
+        30,
+        math.inf,
+    )
+
     checkpoints: int = 0
     cleanups_held: int = 0
     compactions_held: int = 0
@@ -50,7 +68,17 @@ class MaintenanceStats:
     failures: int = 0
     last_error: str | None = None
     last_checkpoint_version: int = -1
-    durations_ms: list[float] = field(default_factory=list)
+    durations_ms: list[float] = field(default_factory=list)  # the last 1,000 rounds
+    #: every round's duration, counted under the first of ``ROUND_BOUNDS_S`` it is within (a histogram)
+    round_counts: list[int] = field(default_factory=lambda: [0] * len(MaintenanceStats.ROUND_BOUNDS_S))
+    round_seconds: float = 0.0  # all rounds together
+
+    def count_round(self, seconds: float) -> None:
+        """Remember one round's duration."""
+        self.durations_ms.append(seconds * 1000)
+        del self.durations_ms[:-1000]
+        self.round_counts[bisect.bisect_left(self.ROUND_BOUNDS_S, seconds)] += 1
+        self.round_seconds += seconds
 
 
 class CompactionRound:

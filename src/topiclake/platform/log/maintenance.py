@@ -237,8 +237,7 @@ class TableMaintainer(CompactionRound):
                 if self._local_state is not None:
                     self._local_state.version = -1  # and a fresh state
                 logger.warning("topic %s: maintenance round failed (%s); will retry", self.topic, exc)
-            self.stats.durations_ms.append((time.perf_counter() - started) * 1000)
-            del self.stats.durations_ms[:-1000]
+            self.stats.count_round(time.perf_counter() - started)
 
     def _leases(self, kind: LeaseKind | None = None) -> list[dict[str, object]]:
         """The topic's unexpired leases (of ``kind``): listed once per round (a LIST, billed as a PUT),
