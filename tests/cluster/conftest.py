@@ -92,3 +92,18 @@ def start_brokers(
 def broker(start_brokers: Callable[..., list[BrokerProcess]]) -> BrokerProcess:
     """One broker (id 1): today's one-broker cluster."""
     return start_brokers(1)[0]
+
+
+@pytest.fixture(scope="module")
+def module_broker(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[BrokerProcess]:
+    """One broker (id 1) over a directory, shared by the tests of one module that each use topics (and
+    clients) of their own: one start (~1.5 CPU-s) for them all; stopped by pid after the module. Tests that
+    stop or kill their broker start their own (``start_brokers``)."""
+    root = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    started = BrokerProcess(root / "wh", 1, root / "broker-1.log").start()
+    try:
+        yield started
+    finally:
+        started.stop()

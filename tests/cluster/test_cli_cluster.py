@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 from broker_harness import BrokerProcess
@@ -16,15 +15,9 @@ from topiclake.process.ports import free_port
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker (id 1) over a directory for the module's tests, each with topics of its own: one start
-    (~1.5 CPU-s) instead of three."""
-    root = tmp_path_factory.mktemp("cli-cluster")
-    started = BrokerProcess(root / "wh", 1, root / "broker-1.log").start()
-    try:
-        yield started
-    finally:
-        started.stop()
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """The module's one broker (``module_broker``): each test has topics of its own."""
+    return module_broker
 
 
 def run(

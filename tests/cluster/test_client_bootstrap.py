@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,16 +19,10 @@ from topiclake.process.ports import free_port
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker (id 1, today's one-broker cluster) over a directory, shared by this module's tests: each
-    uses topics and a client of its own, so one start (~1.5 CPU-s) serves seven tests. Tests that stop or
-    kill their broker start their own (``start_brokers``)."""
-    root = tmp_path_factory.mktemp("bootstrap")
-    started = BrokerProcess(root / "wh", 1, root / "broker-1.log").start()
-    try:
-        yield started
-    finally:
-        started.stop()
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """The module's one broker (``module_broker``, today's one-broker cluster) for its seven tests that use
+    topics and a client of their own."""
+    return module_broker
 
 
 def table_rows(warehouse: Path, topic: str) -> list[dict[str, object]]:
