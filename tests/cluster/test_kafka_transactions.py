@@ -145,6 +145,9 @@ TOOLS = "org.apache.kafka.tools."
 N = 10_000
 #: Over S3: fewer (the suite's time), still ~7 transactions of each copier and several after the kill.
 N_S3 = 3_000
+#: The copiers' transaction timeout over S3 (10 s on a directory, as Kafka's system test): from the kill to
+#: the successor's first answer took 4-9 s there, and no copier is restarted to wait for it.
+S3_TXN_TIMEOUT_MS = 30_000
 
 
 def _kafka_jars() -> Any:
@@ -199,8 +202,8 @@ def _pause_amid_a_transaction(copier: subprocess.Popen[bytes], coordinator: Kafk
     """Stop ``copier`` (SIGSTOP) amid a transaction of its: its coordinator describes it Ongoing with
     partitions, begun less than a second before, and still the same one after 0.3 s stopped (its batches
     answered meanwhile, so durable in ``_system/transactions``). The coordinator's death then surely comes
-    amid that transaction (the caller sends SIGCONT), with most of its 10-s timeout left for the successor
-    to take it over. The copier runs while the coordinator is asked (in a loop, milliseconds a look), so
+    amid that transaction (the caller sends SIGCONT), with most of its timeout left for the successor to
+    take it over. The copier runs while the coordinator is asked (in a loop, milliseconds a look), so
     the looks never hold a transaction open; it is stopped only for the 0.3 s of a candidate."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -239,8 +242,11 @@ def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
     alive = [b for b in brokers if b is not victim]
     warehouse, options = brokers[0].proc.warehouse, brokers[0].proc.options
     logs = [open(tmp_path / f"copier-{q}.out", "w") for q in (0, 1)]  # noqa: SIM115 (closed below)
-    command = _kafka_jars().copier_command
-    copiers = [subprocess.Popen(command(bs, q), stdout=logs[q], stderr=subprocess.STDOUT) for q in (0, 1)]
+    commands = [_kafka_jars().copier_command(bs, q) for q in (0, 1)]
+    if store == "s3":  # the takeover over S3 took up to 9 s of the 10 under load (docs/decisions.md)
+        for c in commands:
+            c[c.index("--transaction-timeout") + 1] = str(S3_TXN_TIMEOUT_MS)
+    copiers = [subprocess.Popen(commands[q], stdout=logs[q], stderr=subprocess.STDOUT) for q in (0, 1)]
     try:
         copied = n * 15 // 100
         wait_for(lambda: len(table_rows(warehouse, "sout", options)) >= copied, 120, f"{copied} copied")
