@@ -268,7 +268,9 @@ def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
     # other bump, the first InitProducerId: never initialized again (a fenced copier would have failed)
     ends = {(r["at_ms"], r["txn_seq"]) for r in txns if r["kind"] in ("prepare_commit", "complete_abort")}
     epochs = [(r["at_ms"], r["txn_seq"]) for r in txns if r["kind"] == "epoch"]
-    assert sum(1 for e in epochs if e not in ends) == 1 and len(epochs) >= 10, epochs
+    # and one a transaction: copier-0 copies n/2 in transactions of 200 (a flat 10 was more than the 9 of
+    # a run over S3, 1,500 values, without a random abort: ~4 % of runs)
+    assert sum(1 for e in epochs if e not in ends) == 1 and len(epochs) > n // 400, epochs
     straddling = {r["txn_seq"] for r in txns if r["kind"] == "staged" and r["at_ms"] < killed_ms} & {
         r["txn_seq"] for r in txns if r["kind"].startswith("complete_") and r["at_ms"] > killed_ms
     }
