@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import signal
 import socket
@@ -23,11 +22,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_harness import wait_for
+from broker_harness import STORES, wait_for
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from deltalake import DeltaTable
@@ -60,13 +60,14 @@ def brokers(
                 b.proc.stop()
 
 
-def _txn_coordinator(broker: KafkaBroker, tid: str) -> int:
-    req_cls = load_request_schema(10, 3)
+def _ask(broker: KafkaBroker, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """The body of ``broker``'s answer to one raw Kafka request (built and read with kio)."""
+    req_cls = load_request_schema(api_key, version)
     header_cls = req_cls.__header_schema__
     buf = io.BytesIO()
-    head = {"request_api_key": 10, "request_api_version": 3, "correlation_id": 1, "client_id": "t"}
+    head = {"request_api_key": api_key, "request_api_version": version, "correlation_id": 1, "client_id": "t"}
     entity_writer(header_cls)(buf, build(header_cls, head))
-    entity_writer(req_cls)(buf, build(req_cls, {"key": tid, "key_type": 1}))
+    entity_writer(req_cls)(buf, build(req_cls, body))
     with socket.create_connection(("127.0.0.1", broker.kafka_port), timeout=10) as sock:
         sock.sendall(struct.pack(">i", len(buf.getvalue())) + buf.getvalue())
         data = b""
@@ -75,9 +76,13 @@ def _txn_coordinator(broker: KafkaBroker, tid: str) -> int:
             if not chunk:
                 raise ConnectionError("closed")
             data += chunk
-    resp_cls = load_response_schema(10, 3)
+    resp_cls = load_response_schema(api_key, version)
     _h, n = entity_reader(resp_cls.__header_schema__)(data, 4)
-    body = entity_reader(resp_cls)(data, 4 + n)[0]
+    return entity_reader(resp_cls)(data, 4 + n)[0]
+
+
+def _txn_coordinator(broker: KafkaBroker, tid: str) -> int:
+    body = _ask(broker, 10, 3, {"key": tid, "key_type": 1})  # FindCoordinator, key type transaction
     assert body.error_code == 0, body
     return int(body.node_id)
 
@@ -140,12 +145,9 @@ TOOLS = "org.apache.kafka.tools."
 N = 10_000
 #: Over S3: fewer (the suite's time), still ~7 transactions of each copier and several after the kill.
 N_S3 = 3_000
-#: The [s3] case runs when asked: the pause before the kill (a look at _system/transactions while the
-#: copier is stopped) is slow over S3 and missed copier-0's open transaction, or held it past its 10-s
-#: timeout, in 2 of 7 runs (docs/decisions.md, "Transactions, seventh cut").
-S3_OPT_IN = pytest.mark.skipif(
-    not os.environ.get("TOPICLAKE_S3_COPIER_TEST"), reason="opt-in: TOPICLAKE_S3_COPIER_TEST=1"
-)
+#: The copiers' transaction timeout over S3 (10 s on a directory, as Kafka's system test): from the kill to
+#: the successor's first answer took 4-9 s there, and no copier is restarted to wait for it.
+S3_TXN_TIMEOUT_MS = 30_000
 
 
 def _kafka_jars() -> Any:
@@ -179,35 +181,46 @@ def _txn_rows(warehouse: Path | str, tid: str, options: dict[str, str] | None) -
     return [r for r in dt.to_pyarrow_table(columns=columns).to_pylist() if r["transactional_id"] == tid]
 
 
-def _open_batches(warehouse: Path | str, tid: str, options: dict[str, str] | None) -> int:
-    """Batches written of ``tid``'s last transaction, 0 once it is decided or ended."""
-    rows = _txn_rows(warehouse, tid, options)
-    last = max((r["txn_seq"] for r in rows), default=0)
-    if any(r["txn_seq"] == last and r["kind"] in ("prepare_commit", "complete_abort") for r in rows):
-        return 0
-    return sum(1 for r in rows if r["txn_seq"] == last and r["kind"] == "staged")
+def _described(coordinator: KafkaBroker, tid: str) -> Any | None:
+    """DescribeTransactions v0 of ``tid`` at its coordinator (None while the id is not known there). The
+    coordinator answers from its memory: a look takes milliseconds, also over S3."""
+    (state,) = _ask(coordinator, 65, 0, {"transactional_ids": [tid]}).transaction_states
+    return state if state.error_code == 0 else None
 
 
-def _pause_amid_a_transaction(
-    copier: subprocess.Popen[bytes], broker: KafkaBroker, tid: str, run_s: float = 0.05
-) -> None:
-    """Stop ``copier`` (SIGSTOP) at a moment its transaction has batches written and is not decided: its
-    coordinator's death then surely comes amid that transaction (the caller sends SIGCONT). Between two
-    looks it runs ``run_s``: over S3 a look at the table takes a while, and a copier stopped for most of
-    that time kept one transaction open past its 10-s timeout (fenced: seen once)."""
+def _fresh_transaction(coordinator: KafkaBroker, tid: str, within_s: float) -> datetime | None:
+    """The start of ``tid``'s transaction if its coordinator describes it Ongoing with partitions (under
+    transaction version 2 a partition joins with its first batch), begun less than ``within_s`` ago."""
+    t = _described(coordinator, tid)
+    if t is None or t.transaction_state != "Ongoing" or not t.topics:
+        return None
+    start: datetime = t.transaction_start_time
+    return start if time.time() - start.timestamp() < within_s else None
+
+
+def _pause_amid_a_transaction(copier: subprocess.Popen[bytes], coordinator: KafkaBroker, tid: str) -> None:
+    """Stop ``copier`` (SIGSTOP) amid a transaction of its: its coordinator describes it Ongoing with
+    partitions, begun less than a second before, and still the same one after 0.3 s stopped (its batches
+    answered meanwhile, so durable in ``_system/transactions``). The coordinator's death then surely comes
+    amid that transaction (the caller sends SIGCONT), with most of its timeout left for the successor to
+    take it over. The copier runs while the coordinator is asked (in a loop, milliseconds a look), so
+    the looks never hold a transaction open; it is stopped only for the 0.3 s of a candidate."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
+        start = _fresh_transaction(coordinator, tid, 0.5)
+        if start is None:
+            time.sleep(0.01)
+            continue
         copier.send_signal(signal.SIGSTOP)
         time.sleep(0.3)  # what it had sent is answered meanwhile
-        if _open_batches(broker.proc.warehouse, tid, broker.proc.options) > 0:
+        if _fresh_transaction(coordinator, tid, 1.5) == start:
             return
         copier.send_signal(signal.SIGCONT)
-        time.sleep(run_s)
     raise AssertionError(f"{tid} never paused amid a transaction")
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK (the Spark tests need one too)")
-@pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=S3_OPT_IN)], indirect=True)
+@pytest.mark.parametrize("store", STORES, indirect=True)
 def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
     brokers: list[KafkaBroker], tmp_path: Path, store: str
 ) -> None:
@@ -229,12 +242,15 @@ def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
     alive = [b for b in brokers if b is not victim]
     warehouse, options = brokers[0].proc.warehouse, brokers[0].proc.options
     logs = [open(tmp_path / f"copier-{q}.out", "w") for q in (0, 1)]  # noqa: SIM115 (closed below)
-    command = _kafka_jars().copier_command
-    copiers = [subprocess.Popen(command(bs, q), stdout=logs[q], stderr=subprocess.STDOUT) for q in (0, 1)]
+    commands = [_kafka_jars().copier_command(bs, q) for q in (0, 1)]
+    if store == "s3":  # the takeover over S3 took up to 9 s of the 10 under load (docs/decisions.md)
+        for c in commands:
+            c[c.index("--transaction-timeout") + 1] = str(S3_TXN_TIMEOUT_MS)
+    copiers = [subprocess.Popen(commands[q], stdout=logs[q], stderr=subprocess.STDOUT) for q in (0, 1)]
     try:
         copied = n * 15 // 100
         wait_for(lambda: len(table_rows(warehouse, "sout", options)) >= copied, 120, f"{copied} copied")
-        _pause_amid_a_transaction(copiers[0], brokers[0], "copier-0", 0.05 if store == "local" else 0.3)
+        _pause_amid_a_transaction(copiers[0], victim, "copier-0")
         victim.proc.kill9()  # mid-transaction: its batches were answered, the commit is to come
         killed_ms = time.time() * 1000
         copiers[0].send_signal(signal.SIGCONT)
@@ -252,7 +268,9 @@ def test_copiers_copy_exactly_once_across_the_kill_of_a_transaction_coordinator(
     # other bump, the first InitProducerId: never initialized again (a fenced copier would have failed)
     ends = {(r["at_ms"], r["txn_seq"]) for r in txns if r["kind"] in ("prepare_commit", "complete_abort")}
     epochs = [(r["at_ms"], r["txn_seq"]) for r in txns if r["kind"] == "epoch"]
-    assert sum(1 for e in epochs if e not in ends) == 1 and len(epochs) >= 10, epochs
+    # and one a transaction: copier-0 copies n/2 in transactions of 200 (a flat 10 was more than the 9 of
+    # a run over S3, 1,500 values, without a random abort: ~4 % of runs)
+    assert sum(1 for e in epochs if e not in ends) == 1 and len(epochs) > n // 400, epochs
     straddling = {r["txn_seq"] for r in txns if r["kind"] == "staged" and r["at_ms"] < killed_ms} & {
         r["txn_seq"] for r in txns if r["kind"].startswith("complete_") and r["at_ms"] > killed_ms
     }

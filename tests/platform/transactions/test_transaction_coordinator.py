@@ -5,6 +5,7 @@ fencing by epoch, and the timeout sweep."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
@@ -242,3 +243,38 @@ def test_the_sweep_leaves_the_transactions_of_ids_another_broker_coordinates_alo
     kinds = DeltaTable(storage.system_uri("transactions")).to_pyarrow_table()["kind"].to_pylist()
     assert "complete_abort" not in kinds and kinds.count("epoch") == 1
     assert coord.abort_expired(owns=lambda tid: True) == []  # stale now: read again on its next request
+
+
+@pytest.mark.parametrize("after_s", [9.0, 10.5])
+def test_a_slow_read_of_the_table_at_a_takeover_does_not_age_the_open_transaction(
+    storage: Storage, broker: Broker, after_s: float
+) -> None:
+    """The coordinator that takes an open transaction over times it from its first row as of the end of its
+    read of the table: over S3 under load that read took ~3 s, and the clock read before it aged the
+    transaction by as much (the copier test's [s3] case: aborted, its copier fenced, 7 s into 10). The
+    timeout still runs: past it the transaction is aborted."""
+    first = TransactionCoordinator(broker)
+    info = first.init_producer_id("tid", 10_000)
+    first.add_partitions("tid", info.producer_id, info.epoch, [("t", 0)])
+    first.stage("tid", info.producer_id, info.epoch, "t", 0, 0, batch("a"))
+    now = [100.0]
+    second = TransactionCoordinator(broker, clock=lambda: now[0])
+    table: Any = second._table
+    read = table.rows_of
+
+    def slow_rows_of(tid: str) -> Any:
+        now[0] += 5.0  # the read lasts 5 s of the coordinator's clock
+        return read(tid)
+
+    table.rows_of = slow_rows_of
+    second.stage("tid", info.producer_id, info.epoch, "t", 0, 1, batch("b"))  # taken over, at 105
+    now[0] = 105.0 + after_s
+    if after_s < 10:
+        assert second.abort_expired() == []
+        second.end_txn("tid", info.producer_id, info.epoch, commit=True)
+        assert table_values(storage) == [(0, 0, "a"), (0, 1, "b")]
+    else:
+        assert second.abort_expired() == ["tid"]
+        assert table_values(storage) == []
+    first.close()
+    second.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from topiclake.platform.transactions._state import Txn, TxnState, staged_records, with_records
 from topiclake.platform.transactions._table import Row, TransactionTable, offsets_from_json
@@ -85,11 +86,12 @@ def load_one(
     table: TransactionTable,
     transactional_id: str,
     next_seq: dict[tuple[int, int, str, int], int],
-    clock: float,
+    clock: Callable[[], float],
 ) -> Txn | None:
     """One transactional id as the table has it: with the records of a decided, unfinished commit, or of
     its open transaction (whose timeout runs from its first row; ``clock``: the coordinator's monotonic
-    seconds now)."""
+    seconds, read once the rows are, beside the wall clock: a read over object storage takes seconds, and
+    taken before it they would age the transaction by that much, aborting it early)."""
     fresh: dict[str, Txn] = {}
     replay(table.rows_of(transactional_id), fresh, next_seq)
     loaded = fresh.get(transactional_id)
@@ -100,7 +102,8 @@ def load_one(
         for key, batches in staged_records(staged).items():
             for sequence, records in batches.items():
                 loaded.hold(key, sequence, records)
-        loaded.started = clock - max(0.0, time.time() - loaded.started_ms / 1000)
+        mono, wall = clock(), time.time()
+        loaded.started = mono - max(0.0, wall - loaded.started_ms / 1000)
     return loaded
 
 

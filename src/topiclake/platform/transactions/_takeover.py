@@ -66,7 +66,7 @@ class Takeover:
         with self._lock:
             current = self._txns.get(transactional_id)
         if current is None:
-            loaded = load_one(self._table, transactional_id, self._next_seq, self._clock())
+            loaded = load_one(self._table, transactional_id, self._next_seq, self._clock)
             if loaded is None:
                 return
             with self._lock:
@@ -79,7 +79,7 @@ class Takeover:
             try:
                 if current.inflight:
                     return
-                loaded = load_one(self._table, transactional_id, self._next_seq, self._clock())
+                loaded = load_one(self._table, transactional_id, self._next_seq, self._clock)
                 if loaded is None:
                     return
                 newest = (current.producer_id, current.epoch) == (loaded.producer_id, loaded.epoch)
