@@ -70,7 +70,7 @@ UNIT_SECONDS: Mapping[str, float] = {
     "tests/api/test_cli_groups.py": 56,
     "tests/cluster/test_client_bootstrap.py": 25,  # 54 with a broker per test (alone: 58 -> 24 s)
     "tests/test_http_wrk_smoke.py": 47,
-    "tests/cluster/test_kafka_transactions.py": 46,
+    "tests/cluster/test_kafka_transactions.py": 71,  # 46 before its [s3] copier case ran by default (+~25 s)
     "tests/test_sustained_smoke.py": 46,
     "tests/api/test_cli.py": 45,
     "tests/process/test_exit_codes.py": 42,
