@@ -6,29 +6,21 @@ the topic's Delta table (read with delta-rs) only ever show committed records, a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import start_gateway, stop_gateway, table_rows
+from gateway_harness import table_rows
 from kafka_harness import KafkaGateway, frame, read_frame, response
-
-from topiclake.process.ports import free_port
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaGateway]:
-    """One gateway for the module (each test uses topics and transactional ids of its own)."""
-    port = free_port()
-    gw, server, thread = start_gateway(tmp_path_factory.mktemp("txn") / "wh", kafka_port=port)
-    try:
-        yield KafkaGateway(gw, f"127.0.0.1:{port}", port)
-    finally:
-        stop_gateway(gw, server, thread)
+def kafka(module_kafka: KafkaGateway) -> KafkaGateway:
+    """The module's one gateway (each test uses topics and transactional ids of its own)."""
+    return module_kafka
 
 
 def _create(bs: str, **topics: int) -> None:

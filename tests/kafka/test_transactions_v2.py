@@ -7,7 +7,6 @@ landing in the next one; the broker setting turns it all off (the classic versio
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +25,9 @@ PRODUCER_FENCED = 90
 
 
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaGateway]:
-    """One gateway (transaction version 2, the default) for the module."""
-    port = free_port()
-    gw, server, thread = start_gateway(tmp_path_factory.mktemp("tv2") / "wh", kafka_port=port)
-    try:
-        yield KafkaGateway(gw, f"127.0.0.1:{port}", port)
-    finally:
-        stop_gateway(gw, server, thread)
+def kafka(module_kafka: KafkaGateway) -> KafkaGateway:
+    """The module's one gateway (transaction version 2, the default)."""
+    return module_kafka
 
 
 def _rpc(port: int, api_key: int, version: int, body: dict[str, Any]) -> Any:

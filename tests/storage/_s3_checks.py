@@ -1,12 +1,15 @@
-"""Checks shared by the object-storage tests: read a topic table from the bucket, check the log's rules."""
+"""Checks shared by the object-storage tests: read a topic table from the bucket, check the log's rules;
+produce keyed records and run producers side by side."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from collections.abc import Callable
 
 from deltalake import DeltaTable
 
-from topiclake.platform import Storage
+from topiclake.platform import Broker, Record, Storage
 
 Row = tuple[str, int, int]  # value, partition, offset
 
@@ -36,3 +39,30 @@ def check_acked(acked: dict[str, tuple[int, int]], rows: list[Row]) -> None:
     assert not lost, f"{len(lost)} acknowledged records missing: {lost[:10]}"
     moved = [(v, acked[v], written[v]) for v in acked if acked[v] != written[v]]
     assert not moved, f"records not at their acknowledged offset: {moved[:10]}"
+
+
+def produce_keyed(broker: Broker, values: list[str], acked: dict[str, tuple[int, int]]) -> None:
+    """Produce ``values`` to topic ``t`` (each its own key, so partitioned by key); record where each was
+    acknowledged in ``acked``."""
+    results = broker.produce("t", [Record(key=v.encode(), value=v.encode()) for v in values])
+    for v, r in zip(values, results, strict=True):
+        assert r.error is None, r
+        acked[v] = (r.partition, r.offset)  # type: ignore[assignment]
+
+
+def in_threads(n: int, work: Callable[[int], None], timeout_s: float = 120.0) -> list[BaseException]:
+    """Run ``work(0)`` .. ``work(n - 1)`` on ``n`` threads at once; what they raised (empty: nothing)."""
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    return errors

@@ -6,7 +6,7 @@ import random
 import threading
 from collections import Counter
 
-from _s3_checks import check_acked, check_log, table_rows
+from _s3_checks import check_acked, check_log, in_threads, table_rows
 from store_harness import Warehouse
 
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
@@ -15,7 +15,6 @@ from topiclake.platform import Broker, BrokerConfig, Record, Storage
 def test_two_brokers_on_one_partition_fence_and_stay_contiguous(store: Warehouse) -> None:
     acked: dict[str, tuple[int, int]] = {}
     lock = threading.Lock()
-    errors: list[BaseException] = []
     brokers = [
         Broker(Storage(store.uri, store.options), BrokerConfig(linger_ms=0, broker_id=i)) for i in range(2)
     ]
@@ -27,22 +26,15 @@ def test_two_brokers_on_one_partition_fence_and_stay_contiguous(store: Warehouse
         def produce(i: int) -> None:
             broker = brokers[i % 2]
             rng = random.Random(i)
-            try:
-                for n in range(12):
-                    values = [f"b{i % 2}-t{i}-{n}-{j}" for j in range(rng.randint(1, 4))]
-                    results = broker.produce("t", [Record(value=v.encode()) for v in values], partition=0)
-                    with lock:
-                        for v, res in zip(values, results, strict=True):
-                            assert res.error is None, res
-                            acked[v] = (res.partition, res.offset)  # type: ignore[assignment]
-            except BaseException as exc:
-                errors.append(exc)
+            for n in range(12):
+                values = [f"b{i % 2}-t{i}-{n}-{j}" for j in range(rng.randint(1, 4))]
+                results = broker.produce("t", [Record(value=v.encode()) for v in values], partition=0)
+                with lock:
+                    for v, res in zip(values, results, strict=True):
+                        assert res.error is None, res
+                        acked[v] = (res.partition, res.offset)  # type: ignore[assignment]
 
-        threads = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        errors = in_threads(4, produce)
         assert not errors, errors[0]
         fences = sum(b.log("t").fences for b in brokers)
     finally:

@@ -14,19 +14,12 @@ import threading
 import time
 
 import pyarrow as pa
-from _s3_checks import check_acked, check_log, table_rows
+from _s3_checks import check_acked, check_log, in_threads, produce_keyed, table_rows
 from deltalake import DeltaTable
 from store_harness import Warehouse
 
-from topiclake.platform import Broker, BrokerConfig, Record, Storage
+from topiclake.platform import Broker, BrokerConfig, Storage
 from topiclake.platform.log.object_append import ObjectAppender
-
-
-def _produce(broker: Broker, values: list[str], acked: dict[str, tuple[int, int]]) -> None:
-    results = broker.produce("t", [Record(key=v.encode(), value=v.encode()) for v in values])
-    for v, r in zip(values, results, strict=True):
-        assert r.error is None, r
-        acked[v] = (r.partition, r.offset)  # type: ignore[assignment]
 
 
 def test_a_commit_is_its_data_puts_and_one_conditional_put(store: Warehouse) -> None:
@@ -36,11 +29,11 @@ def test_a_commit_is_its_data_puts_and_one_conditional_put(store: Warehouse) -> 
         broker.create_topic("t", partitions=1)
         log = broker.log("t")
         assert isinstance(log._fast, ObjectAppender), "keys and conditional put: the object path"
-        _produce(broker, ["warm-up"], acked)
+        produce_keyed(broker, ["warm-up"], acked)
         store.proxy.reset()
         before = log.commits
         for i in range(10):
-            _produce(broker, [f"v{i}-{j}" for j in range(5)], acked)
+            produce_keyed(broker, [f"v{i}-{j}" for j in range(5)], acked)
         commits = log.commits - before
         counts = store.proxy.counts()
     assert commits == 10
@@ -65,14 +58,14 @@ def test_log_entry_put_cut_after_the_store_took_it_is_acknowledged_once(store: W
         broker.create_topic("t", partitions=2)
         log = broker.log("t")
         assert isinstance(log._fast, ObjectAppender)
-        _produce(broker, ["before"], acked)
+        produce_keyed(broker, ["before"], acked)
         version = log.known_version()
         store.proxy.cut_after_store(1, op="PUT", path_contains="/_delta_log/")
-        _produce(broker, ["cut-0", "cut-1", "cut-2"], acked)
+        produce_keyed(broker, ["cut-0", "cut-1", "cut-2"], acked)
         assert store.proxy.counts().get("cut_after_store") == 1, "the fault did not fire"
         assert log._fast.landed_unseen == 1  # the retry found its own entry at that version
         assert log.known_version() == version + 1, "the commit took one version, not two"
-        _produce(broker, ["after"], acked)
+        produce_keyed(broker, ["after"], acked)
     rows = table_rows(storage, "t")
     check_log(rows, 2)
     check_acked(acked, rows)
@@ -84,9 +77,9 @@ def test_data_file_put_cut_after_the_store_took_it_is_retried(store: Warehouse) 
     acked: dict[str, tuple[int, int]] = {}
     with Broker(storage, BrokerConfig(linger_ms=0)) as broker:
         broker.create_topic("t", partitions=1)
-        _produce(broker, ["before"], acked)
+        produce_keyed(broker, ["before"], acked)
         store.proxy.cut_after_store(1, op="PUT", path_contains=".parquet")
-        _produce(broker, ["cut"], acked)
+        produce_keyed(broker, ["cut"], acked)
         assert store.proxy.counts().get("cut_after_store") == 1
     rows = table_rows(storage, "t")
     check_log(rows, 1)
@@ -103,12 +96,12 @@ def test_lost_version_to_a_delta_rs_writer_retries_at_the_next(store: Warehouse)
         broker.create_topic("t", partitions=1)
         log = broker.log("t")
         assert isinstance(log._fast, ObjectAppender)
-        _produce(broker, ["a"], acked)
+        produce_keyed(broker, ["a"], acked)
         dt = DeltaTable(storage.topic_uri("t"), storage_options=storage.options())
         # a metaData action of delta-rs: the appender's PUT answers 412, it refreshes, checks, goes on
         dt.alter.set_table_properties({"delta.logRetentionDuration": "interval 11 seconds"})
-        _produce(broker, ["b"], acked)
-        _produce(broker, ["c"], acked)
+        produce_keyed(broker, ["b"], acked)
+        produce_keyed(broker, ["c"], acked)
         assert log._fast.races >= 1
     rows = table_rows(storage, "t")
     check_log(rows, 1)
@@ -122,7 +115,6 @@ def test_files_stored_during_the_previous_log_put_under_load(store: Warehouse) -
     storage = Storage(store.uri, store.options)
     acked: dict[str, tuple[int, int]] = {}
     lock = threading.Lock()
-    errors: list[BaseException] = []
     # not lingering on while requests arrive (object_linger_max_ms): commits follow the store's round trip
     with Broker(storage, BrokerConfig(linger_ms=0, object_linger_max_ms=0)) as broker:
         broker.create_topic("t", partitions=3)
@@ -132,21 +124,14 @@ def test_files_stored_during_the_previous_log_put_under_load(store: Warehouse) -
 
         def produce(i: int) -> None:
             rng = random.Random(i)  # producers out of step: requests arrive while a commit is in flight
-            try:
-                for n in range(15):
-                    time.sleep(rng.uniform(0, 0.05))
-                    mine: dict[str, tuple[int, int]] = {}
-                    _produce(broker, [f"p{i}-{n}-{j}" for j in range(20)], mine)
-                    with lock:
-                        acked.update(mine)
-            except BaseException as exc:
-                errors.append(exc)
+            for n in range(15):
+                time.sleep(rng.uniform(0, 0.05))
+                mine: dict[str, tuple[int, int]] = {}
+                produce_keyed(broker, [f"p{i}-{n}-{j}" for j in range(20)], mine)
+                with lock:
+                    acked.update(mine)
 
-        threads = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        errors = in_threads(8, produce)
         store.proxy.delay(0)
         assert not errors, errors[0]
         assert log._fast.stored_ahead > 0, "no commit used files stored ahead"

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pyarrow as pa
-from _s3_checks import check_acked, check_log, table_rows
+from _s3_checks import check_acked, check_log, in_threads, table_rows
 from deltalake import DeltaTable
 from s3_harness import S3Warehouse
 
@@ -115,7 +115,6 @@ def test_log_entry_puts_cut_under_load_with_compaction(s3: S3Warehouse) -> None:
     storage = Storage(s3.uri, s3.options)
     acked: dict[str, tuple[int, int]] = {}
     lock = threading.Lock()
-    errors: list[BaseException] = []
     with Broker(storage, CONFIG) as broker:
         broker.create_topic("t", partitions=2)
         log = broker.log("t")
@@ -123,20 +122,13 @@ def test_log_entry_puts_cut_under_load_with_compaction(s3: S3Warehouse) -> None:
         s3.proxy.delay(0.005)
 
         def produce(i: int) -> None:
-            try:
-                mine: dict[str, tuple[int, int]] = {}
-                _produce(broker, 12, f"p{i}-", mine)
-                with lock:
-                    acked.update(mine)
-            except BaseException as exc:
-                errors.append(exc)
+            mine: dict[str, tuple[int, int]] = {}
+            _produce(broker, 12, f"p{i}-", mine)
+            with lock:
+                acked.update(mine)
 
         s3.proxy.cut_after_store(6, op="PUT", path_contains="/_delta_log/0")  # the next six entries
-        threads = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        errors = in_threads(4, produce)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and log.maintainer.stats.compaction_commits == 0:
             time.sleep(0.1)

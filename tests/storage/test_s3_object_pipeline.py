@@ -11,20 +11,13 @@ import time
 from urllib.parse import urlparse
 
 import pytest
-from _s3_checks import check_acked, check_log, table_rows
+from _s3_checks import check_acked, check_log, in_threads, produce_keyed, table_rows
 from deltalake import DeltaTable
 from s3_harness import S3Warehouse
 
 from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log.object_append import ObjectAppender
-
-
-def _produce(broker: Broker, values: list[str], acked: dict[str, tuple[int, int]]) -> None:
-    results = broker.produce("t", [Record(key=v.encode(), value=v.encode()) for v in values])
-    for v, r in zip(values, results, strict=True):
-        assert r.error is None, r
-        acked[v] = (r.partition, r.offset)  # type: ignore[assignment]
 
 
 def _name(path: str) -> str:
@@ -39,7 +32,6 @@ def test_closed_loop_producers_commit_in_two_overlapping_halves(s3: S3Warehouse)
     storage = Storage(s3.uri, s3.options)
     acked: dict[str, tuple[int, int]] = {}
     lock = threading.Lock()
-    errors: list[BaseException] = []
     config = BrokerConfig(maintenance_interval_ms=60_000, object_pipeline_max_bytes=1 << 20)
     with Broker(storage, config) as broker:
         broker.create_topic("t", partitions=3)
@@ -49,20 +41,13 @@ def test_closed_loop_producers_commit_in_two_overlapping_halves(s3: S3Warehouse)
         s3.proxy.delay(0.02)
 
         def produce(i: int) -> None:
-            try:
-                for n in range(12):
-                    mine: dict[str, tuple[int, int]] = {}
-                    _produce(broker, [f"p{i}-{n}-{j}" for j in range(30)], mine)
-                    with lock:
-                        acked.update(mine)
-            except BaseException as exc:
-                errors.append(exc)
+            for n in range(12):
+                mine: dict[str, tuple[int, int]] = {}
+                produce_keyed(broker, [f"p{i}-{n}-{j}" for j in range(30)], mine)
+                with lock:
+                    acked.update(mine)
 
-        threads = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        errors = in_threads(4, produce)
         s3.proxy.delay(0)
         assert not errors, errors[0]
         assert log.pipelined > 0, "no flush was split"
@@ -85,12 +70,12 @@ def test_files_stored_ahead_for_a_commit_that_fails_stay_out_of_the_table(s3: S3
         log = broker.log("t")
         fast = log._fast
         assert isinstance(fast, ObjectAppender)
-        _produce(broker, ["warm-up"], acked)
+        produce_keyed(broker, ["warm-up"], acked)
         version = log.known_version()
         s3.proxy.record(True)
         s3.proxy.inject_errors(1, 403, "AccessDenied", op="PUT", path_contains=f"/{version + 2:020d}.json")
         s3.proxy.delay(0.3)
-        a = threading.Thread(target=_produce, args=(broker, ["a"], acked), daemon=True)
+        a = threading.Thread(target=produce_keyed, args=(broker, ["a"], acked), daemon=True)
         a.start()
         time.sleep(0.15)  # A's data file is being stored
         with pytest.raises(TopiclakeError, match="403"):  # acks=all: the produce call fails
@@ -99,7 +84,7 @@ def test_files_stored_ahead_for_a_commit_that_fails_stay_out_of_the_table(s3: S3
         s3.proxy.delay(0)
         assert s3.proxy.counts().get("injected_errors") == 1, "B's log entry was not the one refused"
         assert fast.stored_ahead == 1, "B's commit did not use the file stored during A's log PUT"
-        _produce(broker, ["c"], acked)
+        produce_keyed(broker, ["c"], acked)
         puts = {_name(path) for *_, path in s3.proxy.requests() if path.endswith(".parquet")}
     assert set(acked) == {"warm-up", "a", "c"}
     rows = table_rows(storage, "t")
