@@ -5,6 +5,7 @@ same :class:`~topiclake.platform.Broker`. Messages are parsed and encoded with k
 aiokafka's compiled record module; both stay behind this package's adapters. It never imports FastAPI.
 """
 
+from topiclake.kafka import _kio  # noqa: F401  # first: kio without hypothesis
 from topiclake.kafka.server import KafkaListener, KafkaListenerError
 from topiclake.kafka.versions import SUPPORTED
 
