@@ -25,7 +25,6 @@ import signal
 from typing import Any
 
 import cpu_durations
-import jvm_cds
 from xdist_units import longest_first, work_unit
 
 os.environ.setdefault("TOPICLAKE_SCHEMA_REGISTRY_PORT", "0")
@@ -38,13 +37,10 @@ os.environ.setdefault("TOPICLAKE_KAFKA_PORT", "0")
 #: alone and the serial collector cost far less CPU than C2 and the parallel collector's threads on 2
 #: shared cores (measured in docs/decisions.md, "The suite's JVMs"); and the classes of the class path
 #: (Spark's, Delta's, Spark SQL's generated code) are loaded without bytecode verification
-#: (:data:`NO_VERIFY`), 13-15 % of a short Spark JVM's CPU ("The suite, fourth round"). Drivers, daemons
-#: and executors map the classes of the machine's class-data-sharing archive (tests/jvm_cds.py: ~23 % of
-#: a short session's CPU); the launcher, whose class path is another, does not.
-NO_VERIFY = jvm_cds.NO_VERIFY
-SPARK_TEST_JAVA_OPTIONS = f"{jvm_cds.SHORT_JVM} {jvm_cds.spark_options()}".strip()
-os.environ.setdefault("SPARK_LAUNCHER_OPTS", jvm_cds.SHORT_JVM)
-for _name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+#: (:data:`NO_VERIFY`), 13-15 % of a short Spark JVM's CPU ("The suite, fourth round").
+NO_VERIFY = "-XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
+SPARK_TEST_JAVA_OPTIONS = f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData {NO_VERIFY}"
+for _name in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
     os.environ.setdefault(_name, SPARK_TEST_JAVA_OPTIONS)
 
 # Tests stop CLI processes with SIGINT, as Ctrl-C does. A suite started in the background by a shell

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import jvm_cds
 from topiclake.jobs.session import get_spark
 from topiclake.objectstore import LocalS3Server
 
@@ -21,8 +20,8 @@ _HERE = Path(__file__).parent
 #: the variables through which tests/conftest.py gives short-lived Spark JVMs their options
 _SHORT_JVM_OPTS = ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS")
 _buckets = itertools.count()
-#: bytecode verification off, and the classes of the tests' class-data-sharing archive (tests/jvm_cds.py)
-_SESSION_JVM = f"{jvm_cds.NO_VERIFY} {jvm_cds.spark_options()}".strip()
+#: bytecode verification off (tests/conftest.py's NO_VERIFY; not imported: conftest modules are not)
+_NO_VERIFY = "-XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -40,8 +39,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     C1 compiler alone and the serial collector, which suits JVMs that live a minute, but this one runs a
     whole unit's jobs for ten minutes and more (with them, a compact-keys job beside a live producer
     took 179 s under load where it took 40, and once did not finish in 600 s). It only loads classes
-    without bytecode verification, as those JVMs do (every query's generated classes are loaded too),
-    and maps those of the machine's class-data-sharing archive.
+    without bytecode verification, as those JVMs do: every query's generated classes are loaded too.
     """
     saved = {name: os.environ.pop(name) for name in _SHORT_JVM_OPTS if name in os.environ}
     try:
@@ -58,7 +56,7 @@ def _session(tmp_path_factory: pytest.TempPathFactory) -> SparkSession:
         "topiclake-tests",
         conf={
             "spark.ui.showConsoleProgress": "false",
-            "spark.driver.extraJavaOptions": _SESSION_JVM,
+            "spark.driver.extraJavaOptions": _NO_VERIFY,
             # keep Spark's own catalog directory out of the working tree
             "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("spark-warehouse")),
             # Tests VACUUM with RETAIN 0 HOURS to prove delta-rs copes with a fully vacuumed table.
