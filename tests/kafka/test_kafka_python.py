@@ -22,7 +22,9 @@ def _poll_until(
 ) -> list[list[object]]:
     """Each consumer polls in its own thread (as separate processes would) until ``want`` records came and
     every consumer owns partitions, or the time is up; then, with ``commit``, each commits half of what it
-    owns from its own thread while the others keep theirs going."""
+    owns from its own thread, and keeps polling until every member has committed: a rebalance that one
+    member's commit meets completes only once the others have polled too (a member that stopped polling
+    after its own commit held the others' rejoin until its session timed out)."""
     got: list[list[object]] = [[] for _ in consumers]
     deadline = time.monotonic() + timeout_s
     done = threading.Event()
@@ -30,10 +32,12 @@ def _poll_until(
     owned: list[set[object]] = [set() for _ in consumers]
 
     errors: list[BaseException] = []
+    finished: list[int] = []  # the members whose commit ended (list.append is atomic)
 
     def run(i: int, c: KafkaConsumer) -> None:  # a consumer is used by its own thread only
         while not done.is_set() and time.monotonic() < deadline:
-            for msgs in c.poll(timeout_ms=100).values():
+            # long polls: a join answered after a poll timed out can stall kafka-python 3.0.12 (below)
+            for msgs in c.poll(timeout_ms=1000).values():
                 got[i] += msgs
             owned[i] = set(c.assignment())
         if commit:
@@ -41,6 +45,11 @@ def _poll_until(
                 _commit_half(c)
             except BaseException as exc:
                 errors.append(exc)
+            finally:
+                finished.append(i)
+            until = time.monotonic() + 30
+            while len(finished) < len(consumers) and time.monotonic() < until:
+                c.poll(timeout_ms=1000)
 
     threads = [threading.Thread(target=run, args=(i, c), daemon=True) for i, c in enumerate(consumers)]
     for t in threads:
@@ -136,7 +145,11 @@ def _commit_half(c: KafkaConsumer) -> None:
             c.commit({tp: _meta(min(5, c.end_offsets([tp])[tp])) for tp in c.assignment()})
             return
         except (CommitFailedError, RebalanceInProgressError):
-            c.poll(timeout_ms=200)  # rejoin; the other members keep polling in their threads
+            # rejoin; the other members keep polling in their threads. A poll that times out while the
+            # join is in flight can leave kafka-python 3.0.12's leader outside the group for good (seen
+            # under load: its SyncGroup answered after a 200-ms poll returned, then every commit failed
+            # with "not part of an active group"): give the join time to finish inside the poll.
+            c.poll(timeout_ms=2000)
     raise AssertionError("commit kept meeting rebalances for 25 s")
 
 
