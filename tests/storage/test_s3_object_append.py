@@ -139,3 +139,32 @@ def test_files_stored_during_the_previous_log_put_under_load(store: Warehouse) -
     check_log(rows, 3)
     check_acked(acked, rows)
     assert len(rows) == len(acked) == 8 * 15 * 20
+
+
+def test_acknowledged_records_are_read_at_once_from_the_tails_and_by_delta_rs(store: Warehouse) -> None:
+    """A commit of many partitions is built partition by partition and its tails take slices of it: right
+    after a request's answer each record is fetched at its offset with no request to the store (from the
+    partition's tail) and delta-rs reads it in the table."""
+    storage = Storage(store.uri, store.options)
+    acked: dict[str, tuple[int, int]] = {}
+    with Broker(storage, BrokerConfig(linger_ms=0, maintenance_interval_ms=60_000)) as broker:
+        broker.create_topic("t", partitions=3)
+        assert isinstance(broker.log("t")._fast, ObjectAppender)
+        for n in range(3):  # each request spread over the three partitions by key
+            mine: dict[str, tuple[int, int]] = {}
+            produce_keyed(broker, [f"r{n}-{j}" for j in range(60)], mine)
+            assert len({p for p, _ in mine.values()}) == 3
+            store.proxy.reset()
+            for value, (partition, offset) in mine.items():
+                got = broker.fetch("t", partition, offset, max_records=1)
+                assert got.records["value"].to_pylist() == [value.encode()], (value, partition, offset)
+                assert got.records["offset"].to_pylist() == [offset]
+            assert store.proxy.counts() == {}, "fetched from the store, not the tails"
+            dt = DeltaTable(storage.topic_uri("t"), storage_options=storage.options())
+            found = {v.decode() for v in dt.to_pyarrow_table(columns=["value"])["value"].to_pylist()}
+            assert set(mine) <= found
+            acked.update(mine)
+    rows = table_rows(storage, "t")
+    check_log(rows, 3)
+    check_acked(acked, rows)
+    assert len(rows) == len(acked)
