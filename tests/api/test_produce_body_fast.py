@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from topiclake.api.produce_body import answer_bodies, result_bodies, rows_from_json
+from topiclake.api.produce_body import answer_bodies, answer_json, result_bodies, rows_from_json
 from topiclake.errors import InvalidRecord
 from topiclake.platform import Broker, RecordResult, Storage, produce_rows
 from topiclake.platform.config import BrokerConfig
@@ -83,6 +83,13 @@ def test_answer_bodies_equal_the_result_objects(
         pending.handle.wait(30)
         fast = answer_bodies(pending, errors, len(records))
         assert fast == result_bodies(pending.finish(), errors, len(records))
+        # the answer as text: exactly the bytes orjson writes for those bodies, or None (then they are used)
+        text = answer_json('t"1', pending, errors, len(records))
+        stamped = any("timestamp" in r for r in records)
+        served = acks != "0" and len(pending.ok) == len(records) and not stamped
+        assert (text is not None) == served
+        if text is not None:
+            assert text == orjson.dumps({"topic": 't"1', "results": fast})
         if all(b["error"] is None for b in fast) and acks != "0":
             assert [b["offset"] for b in fast if b["partition"] == 1][:2] == [0, 1]
     finally:

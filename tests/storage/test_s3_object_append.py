@@ -18,8 +18,9 @@ from _s3_checks import check_acked, check_log, in_threads, produce_keyed, table_
 from deltalake import DeltaTable
 from store_harness import Warehouse
 
-from topiclake.platform import Broker, BrokerConfig, Storage
+from topiclake.platform import Broker, BrokerConfig, Storage, produce_rows
 from topiclake.platform.log.object_append import ObjectAppender
+from topiclake.platform.log.rows import Rows
 
 
 def test_a_commit_is_its_data_puts_and_one_conditional_put(store: Warehouse) -> None:
@@ -139,3 +140,40 @@ def test_files_stored_during_the_previous_log_put_under_load(store: Warehouse) -
     check_log(rows, 3)
     check_acked(acked, rows)
     assert len(rows) == len(acked) == 8 * 15 * 20
+
+
+def test_acknowledged_records_are_read_at_once_from_the_tails_and_by_delta_rs(store: Warehouse) -> None:
+    """A commit of many partitions is built partition by partition and its tails take slices of it: right
+    after a request's answer each record is fetched at its offset without reading a data file back (from
+    the partition's tail) and delta-rs reads it in the table."""
+    storage = Storage(store.uri, store.options)
+    acked: dict[str, tuple[int, int]] = {}
+    with Broker(storage, BrokerConfig(linger_ms=0, maintenance_interval_ms=60_000)) as broker:
+        broker.create_topic("t", partitions=3)
+        assert isinstance(broker.log("t")._fast, ObjectAppender)
+        for n in range(3):  # each request spread over the three partitions by key
+            values = [f"r{n}-{j}" for j in range(60)]
+            # queued as the HTTP produce path queues (lists, one Arrow table built per flush)
+            rows = Rows([v.encode() for v in values], [v.encode() for v in values], [None] * 60, [None] * 60)
+            pending = produce_rows.start(broker, "t", rows, [None] * 60, acks="all")
+            assert pending is not None and pending.handle is not None
+            pending.handle.wait(60)
+            mine = {v: (r.partition, r.offset) for v, r in zip(values, pending.finish(), strict=True)}
+            assert len({p for p, _ in mine.values()}) == 3
+            store.proxy.record(True)
+            for value, (partition, offset) in mine.items():
+                got = broker.fetch("t", partition, offset, max_records=1)
+                assert got.records["value"].to_pylist() == [value.encode()], (value, partition, offset)
+                assert got.records["offset"].to_pylist() == [offset]
+            # the first fetch opens the reader's snapshot (log entries); no data file is read back
+            files = [path for _t, _op, _m, path in store.proxy.requests() if ".parquet" in path]
+            store.proxy.record(False)
+            assert files == [], f"fetched from the store, not the tails: {files}"
+            dt = DeltaTable(storage.topic_uri("t"), storage_options=storage.options())
+            found = {v.decode() for v in dt.to_pyarrow_table(columns=["value"])["value"].to_pylist()}
+            assert set(mine) <= found
+            acked.update(mine)
+    rows = table_rows(storage, "t")
+    check_log(rows, 3)
+    check_acked(acked, rows)
+    assert len(rows) == len(acked)

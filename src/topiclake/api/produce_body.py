@@ -6,6 +6,7 @@ Shared by the documented produce route (routes/native_records.py) and its fast p
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain, repeat
 from typing import Any
 
 import orjson
@@ -168,6 +169,38 @@ def answer_bodies(pending: PendingProduce, errors: dict[int, InvalidRecord], n: 
         for k, j in enumerate(rows):
             out[j] = {"partition": p, "offset": base + k, "timestamp": now, "error": None}
     return out
+
+
+def answer_json(
+    topic: str, pending: PendingProduce, errors: dict[int, InvalidRecord], n: int
+) -> bytes | None:
+    """The answer ``{"topic": ..., "results": answer_bodies(...)}`` as ``orjson.dumps`` writes it, byte for
+    byte, when every record was queued and acknowledged with the request's append time (the common case);
+    None otherwise. Made as text by joins over ``map`` (C loops), not a dict per record: those 1,000
+    dicts of a 1,000-record answer were a third of its CPU on the event loop and fed the collector."""
+    handle = pending.handle
+    if errors or handle is None or handle.by_sequence is not None or pending.acks == "0":
+        return None
+    stamp = handle.append_time_ms
+    if len(pending.ok) != n or pending.stamps.count(None) != n or type(stamp) is not int:
+        return None
+    head = b'{"topic":' + orjson.dumps(topic) + b',"results":['
+    tail = f',"timestamp":{stamp},"error":null}}'
+    parts = handle.parts
+    if len(parts) == 1:  # one partition: the batch holds the request's rows in order
+        ((p, base, count),) = parts
+        first = f'{{"partition":{p},"offset":'
+        text = first + (tail + "," + first).join(map(str, range(base, base + count))) + tail
+        return head + text.encode() + b"]}"
+    offsets = [0] * n
+    for (_, base, _), rows in zip(parts, pending.batch_rows, strict=True):
+        for k, j in enumerate(rows, base):
+            offsets[j] = k
+    firsts = {p: f'{{"partition":{p},"offset":' for p, _, _ in parts}
+    sep = tail + ","
+    starts = map(firsts.__getitem__, pending.targets)
+    pieces = chain.from_iterable(zip(starts, map(str, offsets), repeat(sep)))
+    return head + "".join(pieces)[: -len(sep)].encode() + tail.encode() + b"]}"
 
 
 def result_body(res: RecordResult) -> dict[str, Any]:

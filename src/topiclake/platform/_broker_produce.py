@@ -377,7 +377,7 @@ class BrokerProduce(BrokerBase):
         if partition is not None:
             return [partition] * len(explicit)
         targets = self.partitioner.assign(keys, n_parts)
-        if any(p is not None for p in explicit):
+        if explicit.count(None) != len(explicit):
             return [t if p is None else p for p, t in zip(explicit, targets, strict=True)]
         return targets
 

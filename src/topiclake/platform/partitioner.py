@@ -15,6 +15,7 @@ import random
 import struct
 import threading
 from collections.abc import Sequence
+from typing import cast
 
 import pyarrow as pa
 
@@ -154,6 +155,10 @@ class Partitioner:
         cache = self._hashes
         if len(cache) > _CACHE_KEYS:
             cache.clear()
+        if not keyless:
+            hashes = list(map(cache.get, keys_list))  # a C loop: every key seen before is the common case
+            if None not in hashes:
+                return [h % n for h in cast("list[int]", hashes)]
         out: list[int] = []
         append = out.append
         for key in keys_list:

@@ -118,7 +118,8 @@ def start(
         return PendingProduce(topic, ack, None, results, [], [], [], [], producer, timeout_s)
     sub = rows.take(ok) if errors else rows
     keys = sub.keys if partition is None else []
-    targets = broker.assign_partitions(keys, [explicit[i] for i in ok], partition, n_parts)
+    given = [explicit[i] for i in ok] if errors else list(explicit)  # a copy: the caller's stays its own
+    targets = broker.assign_partitions(keys, given, partition, n_parts)
     parts = set(targets)
     if broker.router is not None and not all(log.leads(p) for p in parts):
         return None  # another broker leads some of them: forwarding blocks

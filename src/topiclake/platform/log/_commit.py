@@ -20,9 +20,9 @@ from topiclake.platform.log._base import (
     partition_app_id,
 )
 from topiclake.platform.log._fencing import LogFencing
-from topiclake.platform.log._local import commit_table
+from topiclake.platform.log._local import commit_table, partition_of
 from topiclake.platform.log.append_handle import PendingBatch, settle_all, whole_table
-from topiclake.platform.log.fast_append import LocalAppender, LostRace
+from topiclake.platform.log.fast_append import LostRace
 from topiclake.platform.log.object_append import ahead
 from topiclake.platform.records import now_ms
 from topiclake.platform.storage.leases import WRITE_INTENT_MAX_S, active_leases
@@ -30,8 +30,23 @@ from topiclake.platform.storage.leases import WRITE_INTENT_MAX_S, active_leases
 logger = logging.getLogger("topiclake.platform.log.topic_log")  # one logger for all parts of the log
 
 
-def _partition_of(pend: PendingBatch) -> int:
-    return pend.partition
+def _runs_of(take: list[PendingBatch]) -> list[tuple[int, int, int]] | None:
+    """(partition, first row, rows) of each partition's batches in ``take``, when each partition's are
+    one contiguous run of it (a commit built partition by partition); else None."""
+    runs: list[tuple[int, int, int]] = []
+    seen: set[int] = set()
+    row = 0
+    for pend in take:
+        if runs and runs[-1][0] == pend.partition:
+            p, start, count = runs[-1]
+            runs[-1] = (p, start, count + pend.count)
+        elif pend.partition in seen:
+            return None
+        else:
+            seen.add(pend.partition)
+            runs.append((pend.partition, row, pend.count))
+        row += pend.count
+    return runs
 
 
 class LogCommits(LogFencing):
@@ -113,6 +128,11 @@ class LogCommits(LogFencing):
             self._parts[take[0].partition].tail.add(take[0].base_offset, whole, size)
         elif groups is not None:  # a local commit of many partitions: its files' rows, already split
             self._add_groups_to_tails(*groups)
+        elif whole is not None and (runs := _runs_of(take)) is not None:
+            # an object-store commit of many partitions, built partition by partition: slices of its
+            # table, nothing joined or copied before the answers (~1 ms a commit of 8,000 records)
+            slices = [((p, 0), whole.slice(start, count)) for p, start, count in runs]
+            self._add_groups_to_tails(slices, whole.get_total_buffer_size())
         else:
             self._add_to_tails(take)
         for p, end in ends.items():
@@ -155,11 +175,12 @@ class LogCommits(LogFencing):
         known = True  # whether every earlier attempt is known not to have landed
         while True:
             with self._lock:
+                if self._fast is not None:
+                    # the commit's table built partition by partition (a stable sort: each partition's
+                    # batches keep their offset order), so its files are runs of it, split without a
+                    # take, and the tails take slices of it (_flush); in place: _flush reads the order
+                    self._inflight.sort(key=partition_of)
                 take = list(self._inflight)
-            if isinstance(self._fast, LocalAppender):
-                # the commit's table built partition by partition (a stable sort: each partition's
-                # batches keep their offset order), so its files are runs of it, split without a take
-                take.sort(key=_partition_of)
             # in-flight batches change only on this thread (commit, rebase), so no lock while building
             self._materialize(take)
             lost = {pend.partition for pend in take if not self.leads(pend.partition)}

@@ -83,9 +83,14 @@ def commit_table(take: list[PendingBatch]) -> pa.Table:
 BatchKey = tuple[tuple[int, int, int, int], ...]
 
 
+def partition_of(pend: PendingBatch) -> int:
+    return pend.partition
+
+
 def _batch_key(take: list[PendingBatch]) -> BatchKey:
-    """What a commit's data files depend on: which batches, at which offsets (a rebase moves them)."""
-    return tuple((id(p), p.partition, p.base_offset, p.count) for p in take)
+    """What a commit's data files depend on: which batches, at which offsets (a rebase moves them), in
+    any order (the queue's, or the commit's, sorted by partition)."""
+    return tuple(sorted((p.partition, p.base_offset, p.count, id(p)) for p in take))
 
 
 class LogLocal(LogBase):
@@ -273,7 +278,7 @@ class LogLocal(LogBase):
         with self._cond:
             while expect and self._queued_requests < expect and not done.is_set() and not self._closing:
                 self._cond.wait(0.005)  # appends wake the flusher, not this: a short poll
-            batches = list(self._queue)
+            batches = sorted(self._queue, key=partition_of)  # as the commit will order them (_commit)
             if not batches or self._holds or self._closing or self._queued_requests < expect:
                 return
             self._materialize(batches)  # under the lock: a rebase of these batches waits for it

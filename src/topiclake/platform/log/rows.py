@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,10 @@ class Rows:
 
     def take(self, indices: Sequence[int]) -> Rows:
         """The rows at ``indices``, in that order."""
+        n = len(indices)
+        if n > 1 and self.plain():  # no headers, no CreateTimes: an itemgetter per column (a C loop)
+            pick = itemgetter(*indices)
+            return Rows(list(pick(self.keys)), list(pick(self.values)), [None] * n, [None] * n)
         return Rows(
             [self.keys[i] for i in indices],
             [self.values[i] for i in indices],
