@@ -60,8 +60,11 @@ run: install
 	$(VENV)/bin/topiclake serve
 
 # Three workers for every two cores (pytest-xdist, tests/conftest.py): Spark's tests share one worker and one session, a module-scoped fixture's
-# tests share a worker (tests/conftest.py); PYTEST_XDIST="-n 0" runs in one process.
+# tests share a worker (tests/conftest.py); PYTEST_XDIST="-n 0" runs in one process. Kafka's Java tools map the
+# classes of a class-data-sharing archive made once per machine into ~/.cache/topiclake/cds (tests/jvm_cds.py);
+# Java programs of the tests are compiled once into ~/.cache/topiclake/java-classes.
 test: install browser tools-wrk
+	$(PY) tests/jvm_cds.py
 	$(PY) -m pytest $(PYTEST_XDIST) --durations=30 $(PYTEST_ARGS)
 
 lint: install

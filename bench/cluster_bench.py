@@ -444,7 +444,9 @@ def markdown(results: list[Result], facts: dict[str, str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--smoke", action="store_true", help="a few seconds per cluster size, one kill")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a few seconds per cluster size (1 and 3 brokers), one kill"
+    )
     parser.add_argument("--out", default=str(Path(__file__).with_name("results")), help="output directory")
     parser.add_argument("--seconds", type=float, default=10.0, help="wrk duration of one measurement")
     parser.add_argument("--kills", type=int, default=5, help="kill -9s for the failover time")
@@ -470,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     store = Store(args.store, args.delay_ms / 1000 if args.store == "s3" else 0.0)
     produce = args.only in ("all", "produce")
     sizes = SIZES if produce else (max(SIZES),)
+    if args.smoke:  # one broker and the largest cluster: a middle size runs the same code (Cluster(size))
+        sizes = (min(SIZES), max(SIZES)) if produce else sizes
     try:
         with tempfile.TemporaryDirectory(prefix="topiclake-cluster-bench-") as tmp:
             root = Path(tmp)

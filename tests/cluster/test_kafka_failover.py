@@ -597,9 +597,9 @@ def test_java_producer_survives_the_kill_of_its_bootstrap_broker(
     seconds = "60"  # at most; stopped by a line on its stdin
     args = [victim.bootstrap, topic, str(PARTITIONS), seconds, "4"]
     classpath = client_classpath(version)  # puts tests/kafka on sys.path
-    from kafka_jars import JAVA
+    from kafka_jars import JAVA, compiled
 
-    cmd = [*JAVA, "-cp", classpath, str(program), *args]
+    cmd = [*JAVA, "-cp", f"{classpath}:{compiled(program, classpath)}", "FailoverProducer", *args]
     proc = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )

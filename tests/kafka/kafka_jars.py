@@ -6,12 +6,13 @@ afterwards."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -101,19 +102,73 @@ def spark_kafka_jars() -> list[str]:
     return sorted(str(p) for p in directory.glob("*.jar"))
 
 
-#: ``java`` for the tests' Kafka clients and tools: the C1 compiler alone, the serial collector and no
-#: perf data file, as tests/conftest.py gives every Spark JVM of the tests (a JVM that lives seconds and
-#: runs cold code: C2's compiler threads and the parallel collector cost more CPU than they return on 2
-#: shared cores; measured in docs/decisions.md, "The suite, third round"), and no bytecode verification
+#: The options of ``java`` for the tests' Kafka clients and tools: the C1 compiler alone, the serial collector
+#: and no perf data file, as tests/conftest.py gives every Spark JVM of the tests (a JVM that lives seconds
+#: and runs cold code: C2's compiler threads and the parallel collector cost more CPU than they return on
+#: 2 shared cores; measured in docs/decisions.md, "The suite, third round"), and no bytecode verification
 #: of the class path's classes (-15 % of a VerifiableProducer's start: "The suite, fourth round").
-JAVA = (
-    "java",
+SHORT_JVM = (
     "-XX:TieredStopAtLevel=1",
     "-XX:+UseSerialGC",
     "-XX:-UsePerfData",
     "-XX:+UnlockDiagnosticVMOptions",
     "-XX:-BytecodeVerificationRemote",
 )
+
+
+def cds_archive() -> Path | None:
+    """The class-data-sharing archive of this machine's ``java`` and Kafka jars (it may not exist yet; made
+    by ``python tests/jvm_cds.py``); None without ``java`` or before the jars are resolved. Its name is a
+    digest of what it depends on, so another JDK, jar set or option set makes another one."""
+    java = shutil.which("java")
+    directory = cache_dir()
+    if java is None or not (directory / ".ok").exists():
+        return None
+    binary = Path(java).resolve()
+    parts = [str(binary), str(binary.stat().st_mtime_ns), *SHORT_JVM]
+    parts += sorted(f"{p.name}:{p.stat().st_size}" for p in directory.glob("*.jar"))
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return Path.home() / ".cache" / "topiclake" / "cds" / f"kafka-{digest}.jsa"
+
+
+def cds_options() -> tuple[str, ...]:
+    """The options that map the Kafka archive's classes (-35 % of a tool's start: docs/decisions.md, "The
+    suite, sixth round"), or none when there is no archive or ``TOPICLAKE_TEST_CDS=0``. A JVM whose class
+    path does not start with the tools' (Kafka 3.9's client) maps only the JDK's default archive, as
+    without them; ``-Xlog:cds*=off`` keeps the JVM from saying so where tests read its output."""
+    if os.environ.get("TOPICLAKE_TEST_CDS", "1") == "0":
+        return ()
+    archive = cds_archive()
+    if archive is None or not archive.is_file():
+        return ()
+    return (f"-XX:SharedArchiveFile={archive}", "-Xlog:cds*=off")
+
+
+def compiled(source: Path, class_path: str) -> str:
+    """The directory of ``source`` (a one-class Java program) compiled against ``class_path``, once per
+    machine into ``~/.cache/topiclake/java-classes`` (keyed by a digest of the source, the jars and
+    ``javac``): ``java File.java`` compiles it again in every run (~0.5-1 CPU-s). Append it to the class
+    path, after the jars, so the Kafka archive still applies, and run the class by its name."""
+    javac = shutil.which("javac")
+    if javac is None:
+        raise RuntimeError("javac (a JDK) is needed to compile " + source.name)
+    binary = Path(javac).resolve()
+    parts = [source.read_text(), str(binary), str(binary.stat().st_mtime_ns)]
+    parts += [Path(j).name for j in class_path.split(os.pathsep)]
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    target = Path.home() / ".cache" / "topiclake" / "java-classes" / f"{source.stem}-{digest}"
+    if (target / f"{source.stem}.class").is_file():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=target.parent, prefix=".partial-")
+    try:
+        cmd = [javac, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-cp", class_path, "-d", tmp]
+        subprocess.run([*cmd, str(source)], check=True, timeout=180)
+        with suppress(OSError):  # another worker compiled it at the same time: keep that one
+            os.rename(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)
 
 
 def cache_dir() -> Path:
@@ -131,6 +186,10 @@ def classpath() -> str:
         if needed:
             _resolve(_POM.format(v=VERSION), directory)
     return os.pathsep.join(sorted(str(p) for p in directory.glob("*.jar")))
+
+
+#: ``java`` for the tests' Kafka clients and tools, with the Kafka archive's classes when there is one.
+JAVA = ("java", *SHORT_JVM, *cds_options())
 
 
 def copier_command(bootstrap: str, partition: int) -> list[str]:

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException, Producer
 from deltalake import DeltaTable
 from gateway_harness import Gateway, start_gateway, stop_gateway, table_rows
 from kafka_harness import KafkaGateway
-from kafka_jars import JAVA, classpath, copier_command, stop_copiers, streams_classpath
+from kafka_jars import JAVA, classpath, compiled, copier_command, stop_copiers, streams_classpath
 
 from topiclake.process.ports import free_port
 
@@ -216,8 +216,9 @@ def test_kafka_streams_exactly_once_v2_word_count_across_a_kill(kafka: KafkaGate
     # half the input before the kill, the rest after: with all of it there, a fast app once counted all
     # 3,000 between two looks (killed_at 3000), and the kill then came after the run, not in it
     produce(n // 2)
+    streams = streams_classpath()
     cmd = [
-        *JAVA, "-Xmx384m", "-cp", streams_classpath(), str(STREAMS_APP),
+        *JAVA, "-Xmx384m", "-cp", f"{streams}:{compiled(STREAMS_APP, streams)}", "EosWordCount",
         kafka.bootstrap, "wc", str(tmp_path / "state"), "wc-in", "wc-out",
     ]  # fmt: skip
     log_path = tmp_path / "streams.out"
@@ -255,7 +256,8 @@ TXN39_APP = Path(__file__).resolve().parent / "java" / "Txn39.java"
 def _run_txn_app(bootstrap: str, jars: list[str], topic: str, group: str, tid: str) -> list[str]:
     """Txn39.java (commit with the group's offsets, abort, a zombie fenced, a read_committed read): its
     output lines, after checking the facts every client version must show."""
-    cmd = [*JAVA, "-Xmx256m", "-cp", ":".join(jars), str(TXN39_APP), bootstrap, topic, group, tid]
+    cp = ":".join(jars)
+    cmd = [*JAVA, "-Xmx256m", "-cp", f"{cp}:{compiled(TXN39_APP, cp)}", "Txn39", bootstrap, topic, group, tid]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()

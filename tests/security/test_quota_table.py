@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka"))
 
 from gateway_harness import Gateway, start_gateway, stop_gateway
 from kafka_jars import JAVA as JAVA_COMMAND
-from kafka_jars import classpath
+from kafka_jars import classpath, compiled
 
 from topiclake.cli import run
 from topiclake.platform import Storage
@@ -119,9 +119,7 @@ def java_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gatew
     if shutil.which("javac") is None:
         pytest.skip("needs a JDK (the Spark tests need one too)")
     root = tmp_path_factory.mktemp("quota-kafka")
-    classes = root / "classes"
-    cp = classpath()
-    subprocess.run(["javac", "-cp", cp, "-d", str(classes), str(JAVA)], check=True, timeout=120)
+    compiled(JAVA, classpath())
     store = UserStore(root / "users.htpasswd")
     for name, pw in USERS.items():
         store.add(name, pw)
@@ -164,7 +162,7 @@ def java_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gatew
 
 def _admin(setup: tuple[Gateway, Path, int], user: str, *args: str) -> subprocess.CompletedProcess[str]:
     _, root, port = setup
-    cp = f"{classpath()}:{root / 'classes'}"
+    cp = f"{classpath()}:{compiled(JAVA, classpath())}"
     props = str(root / f"{user}.properties")
     cmd = [*JAVA_COMMAND, "-cp", cp, "ClientQuotas", f"127.0.0.1:{port}", props, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
