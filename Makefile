@@ -17,12 +17,14 @@ MYPY_CACHE ?= $(HOME)/.cache/topiclake/mypy
 
 install: $(STAMP) $(JARS_STAMP) $(CONSOLE_STAMP) $(AZURITE_STAMP)
 
-# --no-compile: Python compiles a module when it is first imported, not every file of every package at install
-# (pyspark's alone are thousands): 22 CPU-s instead of 60 for a fresh .venv (docs/decisions.md).
+# pip compiles every installed module to bytecode one file after another; compileall does the same on every
+# core (-j 0): the bytecode must be there, since a process started with PYTHONDONTWRITEBYTECODE=1 never
+# writes it and would compile each module it imports at every start (docs/decisions.md).
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --no-compile --upgrade pip
 	$(PY) -m pip install -q --disable-pip-version-check --no-compile -e '.[spark,dev]'
+	$(PY) -m compileall -q -j 0 $(VENV)/lib
 	touch $@
 
 # Delta's and S3A's Spark jars: resolved once from Maven Central into ~/.cache/topiclake/jars, offline afterwards.
