@@ -95,38 +95,3 @@ def test_files_stored_ahead_for_a_commit_that_fails_stay_out_of_the_table(s3: S3
     in_table = {_name(uri) for uri in dt.file_uris()}
     orphans = puts - in_table
     assert len(puts) == 3 and len(orphans) == 1, (puts, in_table)  # a's, b's (stored ahead) and c's
-
-
-def test_a_small_group_queued_during_a_log_put_waits_for_the_next_whole_commit(s3: S3Warehouse) -> None:
-    """Eight closed-loop producers of ~60-kB requests (30 records of 2 kB), a commit worth 72 kB per
-    PUT (~1.2 requests' bytes: 4.8 requests for 3 files and the entry): a group of up to four requests
-    queued during a log PUT would be a commit of its own under budget while waiting for the producers
-    in flight makes one within it, so it is not stored ahead (``object_bytes_per_put``) but joins the
-    next linger's commit; every acknowledged record is in the table once, at its offset."""
-    storage = Storage(s3.uri, s3.options)
-    acked: dict[str, tuple[int, int]] = {}
-    lock = threading.Lock()
-    config = BrokerConfig(
-        linger_ms=0, object_linger_max_ms=0, object_bytes_per_put=72 * 1024, maintenance_interval_ms=60_000
-    )
-    with Broker(storage, config) as broker:
-        broker.create_topic("t", partitions=3)
-        log = broker.log("t")
-        s3.proxy.delay(0.02)
-
-        def produce(i: int) -> None:
-            for n in range(6):
-                mine: dict[str, tuple[int, int]] = {}
-                values = [f"p{i}-{n}-{j}-".ljust(2000, "x") for j in range(30)]
-                produce_keyed(broker, values, mine)
-                with lock:
-                    acked.update(mine)
-
-        errors = in_threads(8, produce)
-        s3.proxy.delay(0)
-        assert not errors, errors[0]
-        assert log.ahead_deferred > 0, "no small group queued during a log PUT was left for the next commit"
-    rows = table_rows(storage, "t")
-    check_log(rows, 3)
-    check_acked(acked, rows)
-    assert len(rows) == len(acked) == 8 * 6 * 30

@@ -68,9 +68,6 @@ def test_maintenance_keeps_state_from_the_appender_and_writes_checkpoints(s3: S3
         state = log.maintainer._state
         assert state is not None
         ours = state[0]
-        # the first round's seed took the appender's entries too: it GETs only the creation's entry
-        # (written by delta-rs) and the one after the newest (absent); 5 when it read each entry back
-        assert ours.gets <= 2, ours.gets
         checkpoint = ours.checkpoint_version
         hwms = {p: 1 + max(o for q, o in acked.values() if q == p) for p in (0, 1)}
     # delta-rs reads the table from our checkpoint: files, txn ids and rows as acknowledged

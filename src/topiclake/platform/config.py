@@ -79,15 +79,6 @@ class BrokerConfig(BaseModel):
         "stored, while the second's entry is PUT. Twice the PUTs per MB; measured no faster on the local "
         "S3 server at +20 ms (docs/object-storage.md), so off by default (0: never).",
     )
-    object_bytes_per_put: int = Field(
-        512 * 1024,
-        ge=0,
-        description="On object storage the bytes a commit should carry per PUT it costs (a data file per "
-        "partition it touches and the log entry; 512 KiB: 2 requests per MB). Requests queued during a log "
-        "entry's PUT are stored ahead as a commit of their own only when they carry that much, or when "
-        "waiting for the producers of the commit in flight would not make a commit that does (then they "
-        "join the next linger's commit). 0: always stored ahead.",
-    )
     maintenance_interval_ms: int = Field(500, ge=10, description="How often maintenance looks at each topic.")
     object_idle_round_ms: int = Field(
         60_000,

@@ -113,7 +113,6 @@ class LogLocal(LogBase):
     _expect_requests = 0
     _committing_requests = 0  # the requests of the commit whose log entry is being PUT
     pipelined = 0  # flushes made two overlapping commits (_split_for_pipeline)
-    ahead_deferred = 0  # S3: groups queued during a log PUT left for the next linger (_worth_storing_ahead)
 
     @property
     def commit_times(self) -> CommitTimes:
@@ -282,9 +281,6 @@ class LogLocal(LogBase):
             batches = sorted(self._queue, key=partition_of)  # as the commit will order them (_commit)
             if not batches or self._holds or self._closing or self._queued_requests < expect:
                 return
-            if not expect and not self._worth_storing_ahead(batches):
-                self.ahead_deferred += 1
-                return
             self._materialize(batches)  # under the lock: a rebase of these batches waits for it
             key = _batch_key(batches)
         try:
@@ -293,26 +289,6 @@ class LogLocal(LogBase):
             logger.info("topic %s: files stored ahead failed (%s)", self.topic, exc)
             return
         self._prefetched = (key, adds)
-
-    def _worth_storing_ahead(self, batches: list[PendingBatch]) -> bool:
-        """Whether a group queued during a log PUT should be a commit of its own (its files stored now).
-
-        A commit costs a PUT per partition it touches plus one for its entry, whatever it carries. Stored
-        ahead, the group is such a commit; left queued, it joins the next linger's commit with the
-        producers the commit in flight acknowledges (a closed loop's next requests, about as many bytes
-        as that commit carries). So it waits when it alone carries less than ``object_bytes_per_put``
-        per PUT and that joint commit would carry enough: under 1,000 x 32 two half-commits alternating
-        (the store-ahead feeding itself) become one whole commit. Loads with less in flight (1,000 x 8,
-        single records) keep the store-ahead: waiting would cost them latency and save no request per
-        MB they could reach (under the caller's lock)."""
-        per_put = self._config.object_bytes_per_put
-        if per_put <= 0:
-            return True
-        group, parts = sum(p.nbytes for p in batches), {p.partition for p in batches}
-        if group >= (len(parts) + 1) * per_put:
-            return True
-        joint = group + sum(p.nbytes for p in self._inflight)
-        return joint < (len(parts | {p.partition for p in self._inflight}) + 1) * per_put
 
     def _take_prefetched(self) -> bool:
         """Make the batches whose files :meth:`_prefetch` stored the in-flight commit, at once (they are

@@ -274,7 +274,7 @@ class TableMaintainer(CompactionRound):
         assert self._version is not None
         try:
             if state.version < 0:
-                state.seed(entries)
+                state.seed()
             state.catch_up(self._version(), entries)
         except StateGone as exc:  # another writer's cleanup outran us: read from its checkpoint
             logger.info("topic %s: table state read again (%s)", self.topic, exc)

@@ -70,10 +70,8 @@ class ObjectTableState:
 
     # ------------------------------------------------------------------ reading
 
-    def seed(self, handed: Callable[[int], bytes | None] | None = None) -> None:
-        """Read the newest checkpoint and every entry after it (those ``handed`` over by the appender, as
-        :meth:`catch_up` takes them, without a GET: a new topic's first round read each of its first
-        commits' entries back, ~40 GETs under 1,000 x 32).
+    def seed(self) -> None:
+        """Read the newest checkpoint and every entry after it.
 
         Raises:
             StateGone: an entry was deleted while it was read (read again).
@@ -99,10 +97,8 @@ class ObjectTableState:
             start += 1
         version = start
         while True:
-            entry = handed(version) if handed is not None else None
-            if entry is None:
-                entry = self.client.get(self._key(f"{version:020d}.json"))
-                self.gets += 1
+            entry = self.client.get(self._key(f"{version:020d}.json"))
+            self.gets += 1
             if entry is None:
                 break
             self.apply(version, entry)
