@@ -15,25 +15,13 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from thread_runs import in_threads
 from topiclake.platform import Broker, BrokerConfig, Record, Storage, partition_for_key
 
 
 def _run_threads(n: int, target: Callable[[int], None]) -> None:
-    """Run ``target(i)`` in ``n`` threads; re-raise the first failure."""
-    errors: list[BaseException] = []
-
-    def body(i: int) -> None:
-        try:
-            target(i)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "producer threads hang"
+    """Run ``target(i)`` in ``n`` threads; re-raise the first failure (a thread that hangs is one)."""
+    errors = in_threads(n, target)
     if errors:
         raise errors[0]
 

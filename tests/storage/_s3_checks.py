@@ -3,9 +3,7 @@ produce keyed records and run producers side by side."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Callable
 
 from deltalake import DeltaTable
 
@@ -48,21 +46,3 @@ def produce_keyed(broker: Broker, values: list[str], acked: dict[str, tuple[int,
     for v, r in zip(values, results, strict=True):
         assert r.error is None, r
         acked[v] = (r.partition, r.offset)  # type: ignore[assignment]
-
-
-def in_threads(n: int, work: Callable[[int], None], timeout_s: float = 120.0) -> list[BaseException]:
-    """Run ``work(0)`` .. ``work(n - 1)`` on ``n`` threads at once; what they raised (empty: nothing)."""
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            work(i)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s)
-    return errors

@@ -6,9 +6,10 @@ import random
 import threading
 from collections import Counter
 
-from _s3_checks import check_acked, check_log, in_threads, table_rows
+from _s3_checks import check_acked, check_log, table_rows
 from store_harness import Warehouse
 
+from thread_runs import in_threads
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 
 

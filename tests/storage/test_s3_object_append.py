@@ -14,10 +14,11 @@ import threading
 import time
 
 import pyarrow as pa
-from _s3_checks import check_acked, check_log, in_threads, produce_keyed, table_rows
+from _s3_checks import check_acked, check_log, produce_keyed, table_rows
 from deltalake import DeltaTable
 from store_harness import Warehouse
 
+from thread_runs import in_threads
 from topiclake.platform import Broker, BrokerConfig, Storage, produce_rows
 from topiclake.platform.log.object_append import ObjectAppender
 from topiclake.platform.log.rows import Rows

@@ -9,10 +9,11 @@ import threading
 import time
 
 import pyarrow as pa
-from _s3_checks import check_acked, check_log, in_threads, table_rows
+from _s3_checks import check_acked, check_log, table_rows
 from deltalake import DeltaTable
 from s3_harness import S3Warehouse
 
+from thread_runs import in_threads
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log._object_compaction import commit_object_rewrites
 from topiclake.platform.log.file_index import build_index

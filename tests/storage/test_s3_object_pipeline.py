@@ -11,10 +11,11 @@ import time
 from urllib.parse import urlparse
 
 import pytest
-from _s3_checks import check_acked, check_log, in_threads, produce_keyed, table_rows
+from _s3_checks import check_acked, check_log, produce_keyed, table_rows
 from deltalake import DeltaTable
 from s3_harness import S3Warehouse
 
+from thread_runs import in_threads
 from topiclake.errors import TopiclakeError
 from topiclake.platform import Broker, BrokerConfig, Record, Storage
 from topiclake.platform.log.object_append import ObjectAppender
